@@ -1,0 +1,34 @@
+"""The base model every event shares, and the small constrained types the models are built from."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+__all__ = [
+    "Event",
+    "LabelKey",
+    "LabelValue",
+    "Name",
+    "Timestamp",
+]
+
+
+class Event(BaseModel):
+    """Frozen, strict about unknown fields (a typo such as ``reqeusts`` is an error, not a silent default)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+    schema_version: ClassVar[int] = 1
+    """Bumped on any incompatible change of the model's JSON form; exported with its JSON Schema."""
+
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+"""An object name or uid: non-empty and, like Kubernetes names, at most 253 characters."""
+
+LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=317)]
+LabelValue = Annotated[str, StringConstraints(max_length=63)]
+
+Timestamp = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+"""Seconds (Unix time for live data, trace-relative for replays)."""

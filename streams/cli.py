@@ -1,0 +1,199 @@
+"""The ``eyrie`` command. Every command exits 2 with one line ``error: ...`` on bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from schemas.documents import load_documents
+from schemas.exceptions import EyrieError
+from schemas.jsonschema import export_schemas
+from streams.cli_broker import broker_app
+from streams.client import EyrieClient
+from streams.settings import Settings, load_settings
+from streams.topics import ensure_topics
+
+__all__ = ["app", "main"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+app = typer.Typer(
+    name="eyrie",
+    help="Streaming, load-aware pod placement over Kafka.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(broker_app, name="broker", help="Run a local single-node Kafka broker (KRaft).")
+schema_app = typer.Typer(help="JSON Schemas of the wire models.", no_args_is_help=True)
+app.add_typer(schema_app, name="schema")
+topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+
+stderr = Console(stderr=True)
+
+BootstrapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-servers",
+        "-b",
+        help="Kafka bootstrap servers [default: $KAFKA_BOOTSTRAP_SERVERS, "
+        "else 127.0.0.1:9092, the local broker]",
+    ),
+]
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="Settings file (YAML) [env: EYRIE_CONFIG]")
+]
+
+
+def one_line_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn every deliberate error into one line on stderr and exit status 2."""
+
+    @wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except EyrieError as exc:
+            message = " ".join(str(exc).split())
+            typer.echo(f"error: {message}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def run(coroutine: Coroutine[Any, Any, R]) -> R:
+    return asyncio.run(coroutine)
+
+
+def settings_from(bootstrap: str | None, config: Path | None) -> Settings:
+    return load_settings(config, bootstrap_servers=bootstrap)
+
+
+@app.command()
+@one_line_errors
+def publish(
+    files: Annotated[list[Path], typer.Argument(help="JSON, JSON Lines, YAML or Kubernetes Pod manifests")],
+    bootstrap: BootstrapOption = None,
+    config: ConfigOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate only; publish nothing")] = False,
+) -> None:
+    """Publish pod requests, deletions, node events and metric samples.
+
+    Every file is validated before anything is sent, so a bad file publishes nothing.
+    """
+    total = sum(1 for path in files for _ in load_documents(path))
+    if dry_run:
+        typer.echo(f"{total} documents valid")
+        return
+    settings = settings_from(bootstrap, config)
+
+    async def send_all() -> int:
+        async with EyrieClient(settings) as client:
+            with _progress() as progress:
+                task = progress.add_task("publishing", total=total)
+                sent = 0
+                for path in files:
+                    for document in load_documents(path):
+                        await client.send(document.topic, document.key, _payload(document.value))
+                        sent += 1
+                        progress.advance(task)
+                await client.flush()
+            return sent
+
+    sent = run(send_all())
+    typer.echo(f"published {sent} records to {settings.bootstrap_servers}")
+
+
+def _payload(value: Any) -> Any:
+    return value if hasattr(value, "model_dump") else orjson.dumps(value)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+        disable=not stderr.is_terminal,
+    )
+
+
+@app.command()
+@one_line_errors
+def decisions(
+    from_beginning: Annotated[
+        bool,
+        typer.Option(
+            "--from-beginning",
+            help="With --follow: start at the beginning of the topics instead of their end",
+        ),
+    ] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing results as they arrive")
+    ] = False,
+    until_idle: Annotated[
+        float | None,
+        typer.Option(
+            "--until-idle", min=0.0, help="With --follow: stop after this many seconds without a new record"
+        ),
+    ] = None,
+    bootstrap: BootstrapOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Print one JSON object per line per pod: uid, node, cluster, status, reasons (and profile, score).
+
+    Without --follow: every pod's latest state, read from the beginning to the current end. With --follow: a
+    line each time a pod gets a result (applied, conflict, rejected, unschedulable).
+    """
+    settings = settings_from(bootstrap, config)
+
+    async def stream() -> None:
+        async with EyrieClient(settings) as client:
+            async for decision in client.decisions(
+                from_beginning=from_beginning or not follow, follow=follow, until_idle=until_idle
+            ):
+                sys.stdout.write(orjson.dumps(decision.to_json()).decode() + "\n")
+                if follow:
+                    sys.stdout.flush()
+
+    run(stream())
+
+
+@topics_app.command("create")
+@one_line_errors
+def topics_create(bootstrap: BootstrapOption = None, config: ConfigOption = None) -> None:
+    """Create every eyrie topic that does not exist yet (idempotent)."""
+    settings = settings_from(bootstrap, config)
+    created = run(ensure_topics(settings))
+    typer.echo(f"created {len(created)} topics" + (f": {', '.join(created)}" if created else " (all exist)"))
+
+
+@schema_app.command("export")
+@one_line_errors
+def schema_export(directory: Annotated[Path, typer.Argument(help="Directory to write into")]) -> None:
+    """Write one JSON Schema per wire model into DIRECTORY."""
+    try:
+        written = export_schemas(directory)
+    except OSError as exc:
+        raise EyrieError(f"{directory}: {exc.strerror or exc}") from None
+    typer.echo(f"wrote {len(written)} schemas to {directory}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

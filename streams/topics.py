@@ -1,0 +1,91 @@
+"""Every topic of SPEC 1.2, declared once, and created idempotently with the admin client.
+
+Workers never rely on broker auto-creation (it is off on the local broker, and a Faust agent on a missing
+topic silently subscribes to nothing), so everything that produces or consumes calls `ensure_topics` first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
+
+from schemas.exceptions import BrokerError
+from streams.settings import Settings
+
+__all__ = ["TOPICS", "TopicSpec", "ensure_topics", "topic_specs"]
+
+_TOPIC_ALREADY_EXISTS = 36
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    short: str
+    keyed_by: str
+    partitions: int | None = None  # None: the settings' partition count
+    compacted: bool = False
+    config: dict[str, str] = field(default_factory=dict)
+
+
+TOPICS: tuple[TopicSpec, ...] = (
+    TopicSpec("metrics", "node name"),
+    TopicSpec("node-events", "node name", partitions=1, compacted=True),
+    TopicSpec("pod-requests", "pod uid"),
+    TopicSpec("bindings", "pod uid"),
+    TopicSpec("binding-results", "pod uid"),
+    TopicSpec("dead-letters", "source topic", partitions=1),
+    TopicSpec("config", "profile name", partitions=1, compacted=True),
+)
+
+
+def topic_specs(settings: Settings) -> list[NewTopic]:
+    specs = []
+    for spec in TOPICS:
+        config = {"max.message.bytes": str(settings.max_message_bytes), **spec.config}
+        if spec.compacted:
+            config["cleanup.policy"] = "compact"
+        specs.append(
+            NewTopic(
+                name=settings.topic(spec.short),
+                num_partitions=spec.partitions or settings.partitions,
+                replication_factor=settings.replication_factor,
+                topic_configs=config,
+            )
+        )
+    return specs
+
+
+async def ensure_topics(settings: Settings, extra: list[NewTopic] | None = None) -> list[str]:
+    """Create whichever declared topics are missing; returns the names created (empty when all exist)."""
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=settings.bootstrap_servers,
+        request_timeout_ms=settings.request_timeout_ms,
+        client_id=settings.client_id,
+    )
+    try:
+        await admin.start()
+        existing = set(await admin.list_topics())
+        brokers = len((await admin.describe_cluster())["brokers"]) or 1
+        wanted = [*topic_specs(settings), *(extra or [])]
+        missing = [
+            NewTopic(
+                t.name, t.num_partitions, min(t.replication_factor, brokers), topic_configs=t.topic_configs
+            )
+            for t in wanted
+            if t.name not in existing
+        ]
+        if not missing:
+            return []
+        response = await admin.create_topics(missing)
+        created = []
+        for name, code, *message in response.topic_errors:
+            if code not in (0, _TOPIC_ALREADY_EXISTS):  # another process may have created it meanwhile
+                raise BrokerError(f"cannot create topic {name}: error {code} {message[0] if message else ''}")
+            if code == 0:
+                created.append(name)
+        return created
+    except KafkaError as exc:
+        raise BrokerError(f"cannot reach Kafka at {settings.bootstrap_servers}: {exc}") from None
+    finally:
+        await admin.close()
