@@ -152,13 +152,14 @@ def _file_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
 # ---------------------------------------------------------------------------------------------- jars
 
 
-def resolve_jars(version: str = KAFKA_VERSION) -> Path:
+def resolve_jars() -> Path:
     """Return the directory holding the broker's runtime jars, running Maven the first time only.
 
     The marker records a digest of the pom, written only after Maven succeeded, so an interrupted
     download or an edited pom is resolved again. The lock keeps two processes from running Maven into
     the same directory at once; the loser finds the marker and returns.
     """
+    version = KAFKA_VERSION  # the pom pins the same version; a test keeps the two equal
     pom = _packaged("pom.xml")
     digest = hashlib.sha256(pom).hexdigest()
     cache = jar_cache_dir(version)
@@ -678,7 +679,7 @@ _active: list[str] = []
 
 def _docker_answers(timeout: float = 2.0) -> bool:
     try:
-        import docker  # type: ignore[import-untyped]
+        import docker
 
         client = docker.from_env(timeout=timeout)
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Callable, Coroutine
 from functools import wraps
@@ -54,6 +55,21 @@ BootstrapOption = Annotated[
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", help="Settings file (YAML) [env: EYRIE_CONFIG]")
 ]
+
+
+@app.callback()
+def _configure(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show library logs (Kafka client)")
+    ] = False,
+) -> None:
+    # Without a handler, Python prints library warnings through its last-resort handler, which would
+    # break the one-line error contract; they are shown only when asked for.
+    root = logging.getLogger()
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    elif not root.handlers:
+        root.addHandler(logging.NullHandler())
 
 
 def one_line_errors(command: Callable[P, R]) -> Callable[P, R]:

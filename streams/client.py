@@ -274,7 +274,7 @@ class EyrieClient:
         """Without `follow`: one `Decision` per pod, its latest state, once the topics are read to their end.
         With `follow`: a `Decision` every time a pod gets a result, as it happens."""
         bindings: dict[str, Binding] = {}
-        latest: dict[str, Decision] = {}
+        results: dict[str, BindingResult] = {}
         async for _, decoded in self.records(
             ["bindings", "binding-results"],
             from_beginning=from_beginning,
@@ -284,16 +284,19 @@ class EyrieClient:
             value = decoded.value
             if isinstance(value, Binding):
                 bindings[value.uid] = value
-                if not follow:
-                    latest[value.uid] = _join(value, None)
             elif isinstance(value, BindingResult):
-                decision = _join(bindings.get(value.uid), value)
+                results[value.uid] = value
                 if follow:
-                    yield decision
-                else:
-                    latest[value.uid] = decision
-        for decision in latest.values():
-            yield decision
+                    yield _join(bindings.get(value.uid), value)
+        if follow:
+            return
+        # The two topics are read concurrently, so arrival order says nothing; attempts do. A binding newer
+        # than the last result (a retry after a conflict) is still pending.
+        for uid in {**bindings, **results}:
+            binding, result = bindings.get(uid), results.get(uid)
+            if result is not None and binding is not None and binding.attempt > result.attempt:
+                result = None
+            yield _join(binding, result)
 
     async def _partitions(self, consumer: AIOKafkaConsumer, topic: str) -> set[int]:
         await consumer._client.force_metadata_update()  # aiokafka has no public refresh

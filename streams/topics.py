@@ -6,6 +6,7 @@ topic silently subscribes to nothing), so everything that produces or consumes c
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -56,6 +57,22 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
     return specs
 
 
+async def _wait_for_leaders(admin: AIOKafkaAdminClient, topics: list[str], timeout: float = 15.0) -> None:
+    # A producer that starts before partition leaders exist gets NotLeaderForPartition and retries;
+    # waiting here keeps first sends clean and their latency honest.
+    deadline = asyncio.get_running_loop().time() + timeout
+    while topics and asyncio.get_running_loop().time() < deadline:
+        described = await admin.describe_topics(topics)
+        if all(
+            topic["error_code"] == 0
+            and topic["partitions"]
+            and all(p["leader"] >= 0 for p in topic["partitions"])
+            for topic in described
+        ):
+            return
+        await asyncio.sleep(0.1)
+
+
 async def ensure_topics(settings: Settings, extra: list[NewTopic] | None = None) -> list[str]:
     """Create whichever declared topics are missing; returns the names created (empty when all exist)."""
     admin = AIOKafkaAdminClient(
@@ -84,6 +101,7 @@ async def ensure_topics(settings: Settings, extra: list[NewTopic] | None = None)
                 raise BrokerError(f"cannot create topic {name}: error {code} {message[0] if message else ''}")
             if code == 0:
                 created.append(name)
+        await _wait_for_leaders(admin, created)
         return created
     except KafkaError as exc:
         raise BrokerError(f"cannot reach Kafka at {settings.bootstrap_servers}: {exc}") from None

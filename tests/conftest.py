@@ -14,6 +14,7 @@ import pytest
 from streams.broker import describe_resolution, resolved_broker
 
 log = logging.getLogger("tests.kafka")
+_BROKER_USED = pytest.StashKey[str]()
 
 
 @pytest.fixture(scope="session")
@@ -22,8 +23,11 @@ def kafka_bootstrap(pytestconfig: pytest.Config) -> Iterator[str]:
     with resolved_broker() as bootstrap:
         description = describe_resolution()
         log.info("kafka_bootstrap: %s", description)
-        # Also on the terminal, not only in captured logs: which broker ran matters when a test fails.
-        reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"kafka_bootstrap: {description}")
+        pytestconfig.stash[_BROKER_USED] = description
         yield bootstrap
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    # Output during fixture setup is captured, so which broker ran is reported once, after the run.
+    if _BROKER_USED in config.stash:
+        terminalreporter.write_line(f"kafka_bootstrap: {config.stash[_BROKER_USED]}")

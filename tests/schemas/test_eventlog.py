@@ -6,8 +6,8 @@ import orjson
 import pytest
 
 from schemas.eventlog import EventLogWriter, read_events
-from schemas.exceptions import EventLogError
 from schemas.events import MetricSample
+from schemas.exceptions import EventLogError
 from schemas.pod import PodDeleted, PodRequest
 
 
@@ -65,8 +65,9 @@ def test_a_bad_line_is_reported_with_its_number_and_field(tmp_path, case, lines,
 
 def test_reading_a_large_log_runs_in_constant_memory(tmp_path):
     path = tmp_path / "big.jsonl"
-    line = orjson.dumps({"ts": 0, "topic": "metrics", "key": "n", "value": {"ts": 0, "node": "n",
-                                                                            "values": {"cpu": 1.0}}})
+    line = orjson.dumps(
+        {"ts": 0, "topic": "metrics", "key": "n", "value": {"ts": 0, "node": "n", "values": {"cpu": 1.0}}}
+    )
     with open(path, "wb") as stream:
         for _ in range(50_000):
             stream.write(line + b"\n")

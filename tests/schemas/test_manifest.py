@@ -114,14 +114,26 @@ def test_a_gang_member_with_gpu_limits_is_guaranteed_and_grouped():
     [
         ("a Deployment is not a Pod", {"apiVersion": "apps/v1", "kind": "Deployment"}, "kind"),
         ("a Pod of another API version is refused", {"apiVersion": "v2", "kind": "Pod"}, "apiVersion"),
-        ("a Pod without a name is refused", {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{}]}},
-         "metadata.name"),
-        ("a Pod without containers is refused", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"},
-                                                  "spec": {}}, "spec.containers"),
-        ("a bad quantity names the container path",
-         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"},
-          "spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}},
-         "Pod.containers.0.requests.cpu"),
+        (
+            "a Pod without a name is refused",
+            {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{}]}},
+            "metadata.name",
+        ),
+        (
+            "a Pod without containers is refused",
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}, "spec": {}},
+            "spec.containers",
+        ),
+        (
+            "a bad quantity names the container path",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "a"},
+                "spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]},
+            },
+            "Pod.containers.0.requests.cpu",
+        ),
     ],
 )
 def test_unusable_manifests_fail_naming_the_field(case, manifest, field):

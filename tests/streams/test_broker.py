@@ -59,6 +59,12 @@ def one_line(text: str) -> str:
     return lines[0]
 
 
+def process_gone(pid: int) -> bool:
+    # The CLI that launched the broker has exited, so init reaps it at its own pace: a zombie counts as gone.
+    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False)
+    return state.stdout.strip() in ("", "Z") or state.stdout.strip().startswith("Z")
+
+
 @pytest.fixture
 def listening_socket() -> Iterator[socket.socket]:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -103,8 +109,7 @@ def test_broker_up_returns_once_metadata_answers_and_down_stops_it(tmp_path: Pat
     assert stopped.returncode == 0, stopped.stderr
     assert one_line(stopped.stdout).startswith(f"broker down: 127.0.0.1:{port} (pid {pid} stopped")
     assert not (tmp_path / "broker" / "broker.pid").exists()
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert process_gone(pid)
 
     after = run_cli("status", "-p", port, "-d", data)
     assert (after.returncode, one_line(after.stdout)) == (1, f"broker down: 127.0.0.1:{port} (data: {data})")
@@ -213,7 +218,7 @@ def test_up_without_a_working_java_or_maven_exits_2_with_one_line_naming_the_too
     assert not (tmp_path / "cache" / "eyrie" / f"kafka-{KAFKA_VERSION}" / ".resolved").exists()
 
 
-@pytest.mark.parametrize("taken", ["port", "controller port"])
+@pytest.mark.parametrize("taken", ["port", "controller port"], ids=["port", "controller-port"])
 def test_up_on_a_taken_port_exits_2_with_one_line_naming_the_port(
     tmp_path: Path, listening_socket: socket.socket, taken: str
 ) -> None:
