@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
@@ -162,17 +162,13 @@ def parse_resource_list(raw: object, *, field: str | None = None) -> dict[str, i
     return parsed
 
 
-def _validate_resource_list(raw: Any) -> dict[str, int]:
-    return parse_resource_list(raw)
-
-
 def _serialize_resource_list(value: dict[str, int]) -> dict[str, str | int]:
     return {name: format_quantity(amount, name) for name, amount in value.items()}
 
 
 ResourceList = Annotated[
     dict[str, int],
-    BeforeValidator(_validate_resource_list),
+    BeforeValidator(parse_resource_list),
     PlainSerializer(_serialize_resource_list, when_used="json"),
     WithJsonSchema(
         {

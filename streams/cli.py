@@ -117,21 +117,11 @@ def publish(
         async with EyrieClient(settings) as client:
             with _progress() as progress:
                 task = progress.add_task("publishing", total=total)
-                sent = 0
-                for path in files:
-                    for document in load_documents(path):
-                        await client.send(document.topic, document.key, _payload(document.value))
-                        sent += 1
-                        progress.advance(task)
-                await client.flush()
-            return sent
+                documents = (document for path in files for document in load_documents(path))
+                return await client.publish_documents(documents, on_sent=lambda: progress.advance(task))
 
     sent = run(send_all())
-    typer.echo(f"published {sent} records to {settings.bootstrap_servers}")
-
-
-def _payload(value: Any) -> Any:
-    return value if hasattr(value, "model_dump") else orjson.dumps(value)
+    typer.echo(f"published {sent} record{'' if sent == 1 else 's'} to {settings.bootstrap_servers}")
 
 
 def _progress() -> Progress:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -143,11 +143,19 @@ class EyrieClient:
 
     # -- publishing ---------------------------------------------------------------------------------
 
-    async def send(self, short_topic: str, key: str | None, value: BaseModel | bytes) -> None:
-        """Queue one record; it is delivered by the next batch. `flush` waits for every queued record."""
+    async def send(
+        self, short_topic: str, key: str | None, value: BaseModel | dict[str, Any] | bytes
+    ) -> None:
+        """Queue one record (a model, a plain document such as a profile, or bytes already encoded); it is
+        delivered by the next batch. `flush` waits for every queued record."""
         if self._producer is None:
             raise BrokerError("client not started: use `async with EyrieClient(...)`")
-        payload = value if isinstance(value, bytes) else encode(value)
+        if isinstance(value, BaseModel):
+            payload = encode(value)
+        elif isinstance(value, dict):
+            payload = orjson.dumps(value)
+        else:
+            payload = value
         future = await self._producer.send(
             self.settings.topic(short_topic), payload, key=key.encode() if key is not None else None
         )
@@ -177,12 +185,16 @@ class EyrieClient:
     async def publish_metric(self, sample: MetricSample) -> None:
         await self.send("metrics", sample.node, sample)
 
-    async def publish_documents(self, documents: Iterable[Document]) -> int:
+    async def publish_documents(
+        self, documents: Iterable[Document], on_sent: Callable[[], None] | None = None
+    ) -> int:
+        """Send documents loaded by `schemas.documents.load_documents`; returns how many were sent."""
         count = 0
         for document in documents:
-            value = document.value if isinstance(document.value, BaseModel) else orjson.dumps(document.value)
-            await self.send(document.topic, document.key, value)
+            await self.send(document.topic, document.key, document.value)
             count += 1
+            if on_sent is not None:
+                on_sent()
         await self.flush()
         return count
 

@@ -1,5 +1,6 @@
 """Event models: Kubernetes-derived fields (QoS, effective requests), shorthands, and one-line errors."""
 
+import orjson
 import pytest
 
 from schemas.codec import decode, decode_topic_value, encode
@@ -257,8 +258,6 @@ INVALID = [
 
 @pytest.mark.parametrize(("case", "data", "model", "field", "message"), INVALID, ids=[c[0] for c in INVALID])
 def test_invalid_events_fail_with_one_line_naming_the_field(case, data, model, field, message):
-    import orjson
-
     with pytest.raises(InvalidInput) as error:
         decode(model, orjson.dumps(data))
     assert error.value.field == field
@@ -294,8 +293,6 @@ def test_undecodable_bytes_are_invalid_input(case, raw, message):
     ],
 )
 def test_the_pod_requests_topic_tells_requests_from_deletions(case, value, kind):
-    import orjson
-
     assert isinstance(decode_topic_value("pod-requests", orjson.dumps(value)), kind)
 
 
