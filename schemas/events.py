@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from schemas.base import Event, Name, Timestamp
-from schemas.quantity import ResourceList
+from schemas.quantity import ResourceList, Resources
 
 __all__ = [
     "DEAD_LETTER_RAW_LIMIT",
@@ -43,7 +43,7 @@ class Binding(Event):
     profile: Name = "default"
     score: int = 0
     plugin_scores: dict[str, int] = Field(default_factory=dict)
-    requests: ResourceList = Field(default_factory=dict)
+    requests: ResourceList = Field(default_factory=Resources)
     node_version: int = Field(default=0, ge=0)
     batch_id: str | None = Field(default=None, max_length=253)
     decided_at: Timestamp = 0.0

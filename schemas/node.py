@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from schemas.base import Event, LabelKey, LabelValue, Name, Timestamp
-from schemas.quantity import ResourceList
+from schemas.quantity import ResourceList, Resources
 
 __all__ = ["NodeEvent", "NodeEventType", "NodeSpec", "Taint"]
 
@@ -25,8 +25,8 @@ class NodeSpec(Event):
 
     name: Name
     cluster: Name = "default"
-    capacity: ResourceList = Field(default_factory=dict)
-    allocatable: ResourceList = Field(default_factory=dict)
+    capacity: ResourceList = Field(default_factory=Resources)
+    allocatable: ResourceList = Field(default_factory=Resources)
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list, max_length=256)
     unschedulable: bool = False
@@ -35,7 +35,7 @@ class NodeSpec(Event):
     @model_validator(mode="after")
     def _allocatable_within_capacity(self) -> NodeSpec:
         if not self.allocatable and self.capacity:
-            object.__setattr__(self, "allocatable", dict(self.capacity))
+            object.__setattr__(self, "allocatable", Resources(self.capacity))
         for resource, amount in self.allocatable.items():
             if resource in self.capacity and amount > self.capacity[resource]:
                 raise ValueError(f"allocatable.{resource} exceeds capacity.{resource}")

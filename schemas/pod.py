@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from schemas.base import Event, LabelKey, LabelValue, Name, Timestamp
-from schemas.quantity import ResourceList
+from schemas.quantity import ResourceList, Resources
 
 __all__ = [
     "POD_GROUP_LABELS",
@@ -38,8 +38,8 @@ class Container(Event):
     server's defaulting does, so the scheduler sees what Kubernetes would."""
 
     name: str = ""
-    requests: ResourceList = Field(default_factory=dict)
-    limits: ResourceList = Field(default_factory=dict)
+    requests: ResourceList = Field(default_factory=Resources)
+    limits: ResourceList = Field(default_factory=Resources)
 
     @model_validator(mode="after")
     def _default_requests_to_limits(self) -> Container:
@@ -126,10 +126,10 @@ def _effective(
     init: list[Container],
     overhead: dict[str, int],
     which: Literal["requests", "limits"],
-) -> dict[str, int]:
+) -> Resources:
     # Kubernetes' computePodResourceRequest: init containers run one at a time before the app containers,
     # so the pod needs the larger of (sum of app containers) and (largest init container), per resource.
-    total: dict[str, int] = {}
+    total = Resources()
     for container in containers:
         _sum_into(total, getattr(container, which))
     for container in init:
@@ -149,7 +149,7 @@ class PodRequest(Event):
     workload: str | None = Field(default=None, max_length=253)
     containers: list[Container] = Field(default_factory=list, max_length=64)
     init_containers: list[Container] = Field(default_factory=list, max_length=64)
-    overhead: ResourceList = Field(default_factory=dict)
+    overhead: ResourceList = Field(default_factory=Resources)
     priority: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
     scheduler_name: Name = "default"
     pod_group: PodGroup | None = None
@@ -204,12 +204,12 @@ class PodRequest(Event):
         return self
 
     @cached_property
-    def effective_requests(self) -> dict[str, int]:
+    def effective_requests(self) -> Resources:
         """What the scheduler reserves: max(Σ containers, largest init container) + overhead."""
         return _effective(self.containers, self.init_containers, self.overhead, "requests")
 
     @cached_property
-    def effective_limits(self) -> dict[str, int]:
+    def effective_limits(self) -> Resources:
         return _effective(self.containers, self.init_containers, self.overhead, "limits")
 
     @cached_property

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Annotated
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
 from schemas.exceptions import QuantityError
 
@@ -25,6 +25,7 @@ __all__ = [
     "MAX_QUANTITY",
     "STANDARD_RESOURCES",
     "ResourceList",
+    "Resources",
     "format_quantity",
     "is_extended_resource",
     "parse_quantity",
@@ -144,15 +145,25 @@ def format_quantity(value: int, resource: str) -> str | int:
     return f"{value}m" if resource == "cpu" else value
 
 
-def parse_resource_list(raw: object, *, field: str | None = None) -> dict[str, int]:
+class Resources(dict[str, int]):
+    """A parsed resource list: base units (cpu in millicores). Validating one again keeps its values,
+    whereas a plain dict is read as Kubernetes notation (``{"cpu": 4}`` is four cores). So a model built
+    from another model's resources (``Binding(requests=pod.effective_requests)``) never rescales them."""
+
+    __slots__ = ()
+
+
+def parse_resource_list(raw: object, *, field: str | None = None) -> Resources:
     """``{"cpu": "500m", "memory": "1Gi"}`` → ``{"cpu": 500, "memory": 1073741824}``; zero entries kept."""
+    if isinstance(raw, Resources):
+        return Resources(raw)  # a copy: models must not share a mutable dict
     if raw is None:
-        return {}
+        return Resources()
     if not isinstance(raw, Mapping):
         raise QuantityError(
             f"expected a mapping of resource name to quantity, got {type(raw).__name__}", field=field
         )
-    parsed: dict[str, int] = {}
+    parsed = Resources()
     for name, quantity in raw.items():
         where = f"{field}.{name}" if field else str(name)
         if not isinstance(name, str):
@@ -167,8 +178,8 @@ def _serialize_resource_list(value: dict[str, int]) -> dict[str, str | int]:
 
 
 ResourceList = Annotated[
-    dict[str, int],
-    BeforeValidator(parse_resource_list),
+    Resources,
+    PlainValidator(parse_resource_list),
     PlainSerializer(_serialize_resource_list, when_used="json"),
     WithJsonSchema(
         {

@@ -177,6 +177,28 @@ def decisions(
     run(stream())
 
 
+@app.command()
+@one_line_errors
+def explain(
+    nodes: Annotated[Path, typer.Option("--nodes", help="NODES.json: a list of node states (SPEC 7)")],
+    pod: Annotated[Path, typer.Option("--pod", help="POD.json: a PodRequest")],
+    profile: Annotated[
+        Path | None, typer.Option("--profile", help="KubeSchedulerConfiguration-style YAML")
+    ] = None,
+    scheduler_name: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler-name", help="Which profile of the file (default: the pod's scheduler_name)"
+        ),
+    ] = None,
+) -> None:
+    """Explain one placement: which filter dropped each node and why, every plugin's score, the totals."""
+    from policies.explain import explain_files
+
+    result = explain_files(nodes, pod, profile, scheduler_name)
+    sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
+
+
 @topics_app.command("create")
 @one_line_errors
 def topics_create(bootstrap: BootstrapOption = None, config: ConfigOption = None) -> None:

@@ -324,3 +324,15 @@ def test_every_model_encodes_and_decodes_to_an_equal_model():
 def test_node_allocatable_defaults_to_capacity():
     node = NodeSpec(name="n", capacity={"cpu": "4", "memory": "8Gi"})
     assert node.allocatable == {"cpu": 4000, "memory": 8 * 2**30}
+
+
+def test_a_model_built_from_another_models_resources_keeps_their_units():
+    node = NodeSpec(name="n", capacity={"cpu": "4", "memory": "1Gi"})
+    again = NodeSpec(name="n2", capacity=node.capacity, allocatable=node.allocatable)
+    assert again.capacity == {"cpu": 4000, "memory": 2**30}
+    pod = PodRequest(uid="p", requests={"cpu": 2})
+    assert Binding(uid="p", node="n", requests=pod.effective_requests).requests == {"cpu": 2000}
+
+
+def test_a_plain_dict_still_means_kubernetes_notation():
+    assert NodeSpec(name="n", capacity={"cpu": 4}).capacity == {"cpu": 4000}

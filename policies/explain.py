@@ -1,0 +1,159 @@
+"""`eyrie explain` (SPEC 7): load node states and a pod, run one dry cycle, report every stage.
+
+Node states describe a cluster at one instant: each node's capacity, allocatable, labels and taints, and
+what already runs on it, either as the pods themselves (``pod_requests``: actual and non-zero-default
+requested totals and the pod count are derived as Kubernetes derives them) or as totals (``requested`` +
+``pods``: both totals are then taken to be ``requested``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from policies.framework.profile import BUILTIN_PROFILES, ProfileSet, load_profiles, parse_profile
+from policies.scheduler import Explanation, Scheduler
+from schemas.codec import decode_json, model_from_mapping
+from schemas.exceptions import ConfigError, InvalidInput
+from schemas.node import NodeSpec, Taint
+from schemas.pod import PodRequest
+from schemas.quantity import ResourceList, Resources
+
+__all__ = ["NodeState", "WindowStat", "build_scheduler", "explain_files", "load_node_states", "load_pod"]
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class WindowStat(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mean: Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+    std: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0
+
+
+class NodeState(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+    cluster: str = "default"
+    capacity: ResourceList = Field(default_factory=Resources)
+    allocatable: ResourceList = Field(default_factory=Resources)
+    pod_requests: list[PodRequest] = Field(default_factory=list)
+    requested: ResourceList | None = None
+    pods: Annotated[int, Field(ge=0)] | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    unschedulable: bool = False
+    window: dict[str, WindowStat] = Field(default_factory=dict)
+    """Sliding-window mean and std per metric, in base units (cpu cores, memory bytes)."""
+    portrait: dict[str, Annotated[list[tuple[Finite, Finite]], Field(min_length=24, max_length=24)]] = Field(
+        default_factory=dict
+    )
+    """Hourly [mean, std] × 24 per metric."""
+    assumed: ResourceList = Field(default_factory=Resources)
+    """Requests of pods assumed since the window's last sample."""
+    oversell_rate: Annotated[float, Field(gt=0.0, le=100.0)] | None = None
+
+    @model_validator(mode="after")
+    def _one_form_of_usage(self) -> NodeState:
+        if self.pod_requests and (self.requested is not None or self.pods is not None):
+            raise ValueError("give either pod_requests or the requested + pods shorthand, not both")
+        return self
+
+    def spec(self) -> NodeSpec:
+        return NodeSpec(
+            name=self.name,
+            cluster=self.cluster,
+            capacity=self.capacity,
+            allocatable=self.allocatable,
+            labels=self.labels,
+            taints=self.taints,
+            unschedulable=self.unschedulable,
+            oversell_rate=self.oversell_rate,
+        )
+
+
+def _read_json(path: str | Path) -> Any:
+    try:
+        text = Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"{path}: {exc.strerror or exc}") from None
+    try:
+        return decode_json(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc}") from None
+
+
+def load_node_states(path: str | Path) -> list[NodeState]:
+    document = _read_json(path)
+    if not isinstance(document, list):
+        raise InvalidInput(f"{path}: expected a JSON list of node states")
+    states = []
+    for index, item in enumerate(document):
+        try:
+            states.append(model_from_mapping(NodeState, item, prefix=f"[{index}]"))
+        except InvalidInput as exc:
+            raise InvalidInput(f"{path}: {exc}") from None
+    names = [state.name for state in states]
+    duplicate = next((name for name in names if names.count(name) > 1), None)
+    if duplicate is not None:
+        raise InvalidInput(f"{path}: node {duplicate!r} appears twice")
+    return states
+
+
+def load_pod(path: str | Path) -> tuple[PodRequest, dict[str, Any]]:
+    """The pod, and the extras SPEC 7 allows beside a PodRequest (``portrait``)."""
+    document = _read_json(path)
+    if not isinstance(document, dict):
+        raise InvalidInput(f"{path}: expected a JSON object (a PodRequest)")
+    extras = {key: document.pop(key) for key in ("portrait",) if key in document}
+    try:
+        return model_from_mapping(PodRequest, document), extras
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc}") from None
+
+
+def build_scheduler(states: list[NodeState], profiles: ProfileSet | None = None) -> Scheduler:
+    scheduler = Scheduler(profiles)
+    snapshot = scheduler.snapshot
+    for state in states:
+        row = snapshot.upsert_node(state.spec())
+        for pod in state.pod_requests:
+            snapshot.assume(snapshot.pod_info(pod), row, bound=True)
+        if state.requested is not None or state.pods is not None:
+            snapshot.add_usage(row, state.requested or {}, state.pods or 0)
+    return scheduler
+
+
+def _profiles(
+    profile_path: str | Path | None, scheduler_name: str | None, pod: PodRequest
+) -> tuple[ProfileSet, str]:
+    if profile_path is None:
+        name = scheduler_name or (pod.scheduler_name if pod.scheduler_name in BUILTIN_PROFILES else "default")
+        if name not in BUILTIN_PROFILES:
+            raise ConfigError(f"no built-in profile named {name!r} (built-in: {', '.join(BUILTIN_PROFILES)})")
+        return ProfileSet([parse_profile(BUILTIN_PROFILES[name])]), name
+    loaded = load_profiles(profile_path)
+    if len(loaded) == 1 and scheduler_name is None:
+        return ProfileSet(loaded.values()), next(iter(loaded))
+    name = scheduler_name or pod.scheduler_name
+    if name not in loaded:
+        raise ConfigError(
+            f"{profile_path}: no profile named {name!r} (has: {', '.join(sorted(loaded))}); "
+            "pass --scheduler-name"
+        )
+    return ProfileSet([loaded[name]]), name
+
+
+def explain_files(
+    nodes: str | Path,
+    pod_path: str | Path,
+    profile: str | Path | None = None,
+    scheduler_name: str | None = None,
+) -> Explanation:
+    states = load_node_states(nodes)
+    pod, _extras = load_pod(pod_path)
+    profiles, name = _profiles(profile, scheduler_name, pod)
+    return build_scheduler(states, profiles).explain(pod, profile_name=name)

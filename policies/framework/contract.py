@@ -1,0 +1,148 @@
+"""The extension points of a scheduling cycle (SPEC 4.1), as small protocols over a columnar snapshot.
+
+Filter and Score plugins see *all* candidate nodes at once: ``nodes`` is an int array of snapshot rows,
+and they answer with one numpy array (a boolean mask, or int scores 0..100) for those rows. Reasons are
+computed only when someone asks (`explain`, the unschedulable message), never on the hot path.
+
+A cycle, in order (`policies.scheduler` runs it):
+QueueSort → PreFilter → Filter → PostFilter (only when no node passes) → PreScore → Score → NormalizeScore
+→ weight and sum → select (seeded tie-break) → Reserve → Permit → (Bind, by the applier).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from policies.framework.status import Status
+
+if TYPE_CHECKING:
+    from policies.snapshot import PodInfo, Snapshot
+    from schemas.pod import PodRequest
+
+__all__ = [
+    "EXTENSION_POINTS",
+    "MAX_NODE_SCORE",
+    "BoolArray",
+    "CycleContext",
+    "FilterPlugin",
+    "IntArray",
+    "PermitPlugin",
+    "Plugin",
+    "PostFilterPlugin",
+    "PostFilterResult",
+    "PreFilterPlugin",
+    "PreScorePlugin",
+    "QueueSortPlugin",
+    "ReservePlugin",
+    "ScorePlugin",
+]
+
+MAX_NODE_SCORE = 100
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+EXTENSION_POINTS = (
+    "queueSort",
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "score",
+    "reserve",
+    "permit",
+)
+
+
+@dataclass(slots=True)
+class CycleContext:
+    """Everything one scheduling cycle of one pod shares. `state` is kube-scheduler's CycleState: plugins
+    leave data there in PreFilter/PreScore for their own later stages."""
+
+    pod: PodRequest
+    info: PodInfo
+    snapshot: Snapshot
+    now: float
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class Plugin(Protocol):
+    name: str
+
+
+@runtime_checkable
+class QueueSortPlugin(Protocol):
+    name: str
+
+    def sort_key(self, pod: PodRequest, arrival: int) -> tuple[Any, ...]:
+        """Smaller keys are scheduled first; `arrival` is the pod's sequence number in the queue."""
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    name: str
+
+    def pre_filter(self, ctx: CycleContext) -> Status: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(self, ctx: CycleContext, nodes: IntArray) -> BoolArray:
+        """True for the rows in `nodes` where the pod may run."""
+
+    def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
+        """Why each row in `nodes` (all of which failed `filter`) was rejected."""
+
+
+@dataclass(slots=True)
+class PostFilterResult:
+    status: Status
+    node: int | None = None
+    victims: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    name: str
+
+    def post_filter(self, ctx: CycleContext, rejected: dict[int, str]) -> PostFilterResult:
+        """Called when no node passed; `rejected` maps each row to the filter plugin that rejected it."""
+
+
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    name: str
+
+    def pre_score(self, ctx: CycleContext, nodes: IntArray) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    name: str
+
+    def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
+        """Final scores 0..100 for `nodes`. A plugin with a NormalizeScore stage applies it here: it has
+        every candidate's raw score in the same array."""
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    name: str
+
+    def reserve(self, ctx: CycleContext, node: int) -> Status: ...
+
+    def unreserve(self, ctx: CycleContext, node: int) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Protocol):
+    name: str
+
+    def permit(self, ctx: CycleContext, node: int) -> tuple[Status, float]:
+        """SUCCESS to bind now, WAIT with a timeout in seconds, or UNSCHEDULABLE to give the node back."""

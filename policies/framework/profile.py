@@ -1,0 +1,346 @@
+"""Profiles: KubeSchedulerConfiguration-style YAML → ready plugin chains (SPEC 4.2).
+
+A profile starts from the built-in default plugin set. Per extension point, ``disabled`` removes defaults
+(``{name: "*"}`` removes all of them) and ``enabled`` adds plugins; a default that is enabled again keeps
+its place and takes the new weight, as kube-scheduler's mergePluginSet does. ``multiPoint`` enables a
+plugin at every extension point it implements. Plugin args come from ``pluginConfig`` and are validated
+when the profile loads, so a bad profile fails at once with the profile, plugin and field named.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from policies.framework.contract import (
+    EXTENSION_POINTS,
+    FilterPlugin,
+    PermitPlugin,
+    PostFilterPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from policies.framework.registry import registry
+from schemas.codec import from_validation_error
+from schemas.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from schemas.pod import PodRequest
+
+__all__ = [
+    "BUILTIN_PROFILES",
+    "DEFAULT_PLUGINS",
+    "Handle",
+    "Profile",
+    "ProfileSet",
+    "WaitingPods",
+    "load_profile",
+    "load_profiles",
+    "parse_profiles",
+]
+
+_PROTOCOLS: dict[str, type] = {
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+}
+
+# kube-scheduler's default set, restricted to the plugins eyrie has, in upstream order (the first failing
+# filter names the reason, so order is behaviour). Score weights as upstream: TaintToleration 3.
+DEFAULT_PLUGINS: dict[str, list[tuple[str, int]]] = {
+    "queueSort": [("PrioritySort", 0)],
+    "preFilter": [],
+    "filter": [
+        ("NodeUnschedulable", 0),
+        ("TaintToleration", 0),
+        ("NodeAffinity", 0),
+        ("NodePorts", 0),
+        ("NodeResourcesFit", 0),
+    ],
+    "postFilter": [],
+    "preScore": [],
+    "score": [("TaintToleration", 3), ("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1)],
+    "reserve": [],
+    "permit": [],
+}
+
+_PROFILE_KEYS = {"schedulerName", "plugins", "pluginConfig"}
+
+
+@dataclass(slots=True)
+class Handle:
+    """What a plugin may reach beyond its own args: the profile it belongs to (filled in once built) and
+    the pods waiting in Permit (the scheduler that runs the profile attaches itself)."""
+
+    profile: Profile | None = None
+    waiting: WaitingPods | None = None
+
+
+class WaitingPods(Protocol):
+    def waiting_uids(self) -> list[str]: ...
+
+    def waiting_pod(self, uid: str) -> PodRequest | None: ...
+
+    def reject_waiting(self, uid: str, reason: str) -> None: ...
+
+    def allow_waiting(self, uid: str) -> None: ...
+
+
+@dataclass(slots=True)
+class Profile:
+    name: str
+    queue_sort: QueueSortPlugin
+    pre_filter: list[PreFilterPlugin]
+    filter: list[FilterPlugin]
+    post_filter: list[PostFilterPlugin]
+    pre_score: list[PreScorePlugin]
+    score: list[tuple[ScorePlugin, int]]
+    reserve: list[ReservePlugin]
+    permit: list[PermitPlugin]
+    plugins: dict[str, Any]
+    handle: Handle
+    document: dict[str, Any] = field(default_factory=dict)
+
+    def plugin(self, name: str) -> Any:
+        return self.plugins.get(name)
+
+
+def _entries(raw: Any, where: str) -> list[dict[str, Any]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("name"), str) for e in raw
+    ):
+        raise ConfigError(f"{where}: expected a list of {{name: ...}} entries")
+    return raw
+
+
+def _weight(entry: Mapping[str, Any], where: str) -> int:
+    weight = entry.get("weight")
+    if weight is None or weight == 0:
+        return 1  # kube-scheduler treats an unset weight as 1
+    if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+        raise ConfigError(f"{where}: weight must be an integer in 1..100, got {weight!r}")
+    return weight
+
+
+def _merge(point: str, custom: Mapping[str, Any], where: str) -> list[tuple[str, int]]:
+    """kube-scheduler's mergePluginSet for one extension point."""
+    disabled = {e["name"] for e in _entries(custom.get("disabled"), f"{where}.disabled")}
+    enabled = _entries(custom.get("enabled"), f"{where}.enabled")
+    by_name = {e["name"]: (index, e) for index, e in enumerate(enabled)}
+    result: list[tuple[str, int]] = []
+    replaced: set[int] = set()
+    if "*" not in disabled:
+        for name, weight in DEFAULT_PLUGINS[point]:
+            if name in disabled:
+                continue
+            if name in by_name:
+                index, entry = by_name[name]
+                replaced.add(index)
+                result.append((name, _weight(entry, f"{where}.enabled[{name}]")))
+            else:
+                result.append((name, weight))
+    for index, entry in enumerate(enabled):
+        if index not in replaced:
+            result.append((entry["name"], _weight(entry, f"{where}.enabled[{entry['name']}]")))
+    names = [name for name, _ in result]
+    duplicates = {name for name in names if names.count(name) > 1}
+    if duplicates:
+        raise ConfigError(f"{where}: plugin {sorted(duplicates)[0]} enabled twice")
+    return result
+
+
+def _args(name: str, raw: Any, where: str) -> BaseModel | None:
+    spec = registry()[name]
+    if spec.args is None:
+        if raw:
+            raise ConfigError(f"{where}: plugin {name} takes no args")
+        return None
+    try:
+        return spec.args.model_validate(raw or {})
+    except ValidationError as exc:
+        error = from_validation_error(exc)
+        raise ConfigError(f"{where}: plugin {name}: {error}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{where}: plugin {name}: {exc}") from None
+
+
+def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Profile:
+    """Build one profile from its document (``schedulerName``, ``plugins``, ``pluginConfig``)."""
+    if not isinstance(document, Mapping):
+        raise ConfigError(f"{where}: expected a mapping")
+    name = document.get("schedulerName")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}: schedulerName is required")
+    where = f"profile {name}"
+    unknown = set(document) - _PROFILE_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {sorted(unknown)[0]}")
+    plugins_doc = document.get("plugins") or {}
+    if not isinstance(plugins_doc, Mapping):
+        raise ConfigError(f"{where}: plugins must be a mapping of extension point to plugin sets")
+    for point in plugins_doc:
+        if point not in (*EXTENSION_POINTS, "multiPoint"):
+            raise ConfigError(f"{where}: unknown extension point {point!r}")
+    known = registry()
+    config: dict[str, Any] = {}
+    for entry in _entries(document.get("pluginConfig"), f"{where}.pluginConfig"):
+        if entry["name"] not in known:
+            raise ConfigError(f"{where}: pluginConfig: unknown plugin {entry['name']}")
+        config[entry["name"]] = entry.get("args")
+
+    chains: dict[str, list[tuple[str, int]]] = {}
+    for point in EXTENSION_POINTS:
+        chains[point] = _merge(point, plugins_doc.get(point) or {}, f"{where}.plugins.{point}")
+    multi = _entries((plugins_doc.get("multiPoint") or {}).get("enabled"), f"{where}.plugins.multiPoint")
+
+    handle = Handle()
+    instances: dict[str, Any] = {}
+
+    def instance(plugin: str) -> Any:
+        if plugin not in known:
+            raise ConfigError(f"{where}: unknown plugin {plugin}")
+        if plugin not in instances:
+            args = _args(plugin, config.get(plugin), where)
+            try:
+                instances[plugin] = known[plugin].factory(args, handle)
+            except (ValueError, ConfigError) as exc:
+                raise ConfigError(f"{where}: plugin {plugin}: {exc}") from None
+        return instances[plugin]
+
+    for entry in multi:
+        plugin = instance(entry["name"])
+        for point, protocol in _PROTOCOLS.items():
+            if isinstance(plugin, protocol) and all(n != entry["name"] for n, _ in chains[point]):
+                chains[point].append((entry["name"], _weight(entry, f"{where}.plugins.multiPoint")))
+
+    built: dict[str, list[tuple[Any, int]]] = {}
+    for point, chain in chains.items():
+        built[point] = []
+        for plugin_name, weight in chain:
+            plugin = instance(plugin_name)
+            if not isinstance(plugin, _PROTOCOLS[point]):
+                raise ConfigError(f"{where}: plugin {plugin_name} does not implement {point}")
+            built[point].append((plugin, weight))
+    if len(built["queueSort"]) != 1:
+        raise ConfigError(
+            f"{where}: exactly one queueSort plugin must be enabled, got {len(built['queueSort'])}"
+        )
+
+    profile = Profile(
+        name=name,
+        queue_sort=built["queueSort"][0][0],
+        pre_filter=[p for p, _ in built["preFilter"]],
+        filter=[p for p, _ in built["filter"]],
+        post_filter=[p for p, _ in built["postFilter"]],
+        pre_score=[p for p, _ in built["preScore"]],
+        score=built["score"],
+        reserve=[p for p, _ in built["reserve"]],
+        permit=[p for p, _ in built["permit"]],
+        plugins=instances,
+        handle=handle,
+        document=dict(document),
+    )
+    handle.profile = profile
+    return profile
+
+
+def parse_profiles(document: Any, *, source: str = "profile") -> dict[str, Profile]:
+    """A KubeSchedulerConfiguration (``profiles: [...]``), a list of profiles, or one profile."""
+    if isinstance(document, Mapping) and "profiles" in document:
+        extra = set(document) - {"apiVersion", "kind", "profiles"}
+        if extra:
+            raise ConfigError(f"{source}: unknown field {sorted(extra)[0]}")
+        items = document["profiles"]
+    elif isinstance(document, list):
+        items = document
+    else:
+        items = [document]
+    if not isinstance(items, list) or not items:
+        raise ConfigError(f"{source}: no profiles found")
+    profiles: dict[str, Profile] = {}
+    for index, item in enumerate(items):
+        profile = parse_profile(item, where=f"{source}: profiles[{index}]")
+        if profile.name in profiles:
+            raise ConfigError(f"{source}: schedulerName {profile.name} appears twice")
+        profiles[profile.name] = profile
+    return profiles
+
+
+def load_profiles(path: str | Path) -> dict[str, Profile]:
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read profile: {' '.join(str(exc).split())}") from None
+    return {name: profile for name, profile in parse_profiles(document, source=str(path)).items()}
+
+
+def load_profile(document: Mapping[str, Any]) -> Profile:
+    return parse_profile(document)
+
+
+BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
+    "default": {"schedulerName": "default"},
+    # Bin packing (seed 002): RequestedToCapacityRatio rising with utilisation, GPUs weighted 3.
+    "binpack": {
+        "schedulerName": "binpack",
+        "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+        "pluginConfig": [
+            {
+                "name": "NodeResourcesFit",
+                "args": {
+                    "scoringStrategy": {
+                        "type": "RequestedToCapacityRatio",
+                        "resources": [
+                            {"name": "cpu", "weight": 1},
+                            {"name": "memory", "weight": 1},
+                            {"name": "nvidia.com/gpu", "weight": 3},
+                        ],
+                        "requestedToCapacityRatio": {
+                            "shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+class ProfileSet:
+    """The profiles placement uses, by scheduler name; `replace` swaps one atomically at run time."""
+
+    def __init__(self, profiles: Iterable[Profile] = ()) -> None:
+        self._lock = threading.Lock()
+        self._profiles: dict[str, Profile] = {p.name: p for p in profiles}
+
+    @classmethod
+    def builtin(cls) -> ProfileSet:
+        return cls(parse_profile(document) for document in BUILTIN_PROFILES.values())
+
+    def get(self, name: str) -> Profile | None:
+        return self._profiles.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._profiles)
+
+    def replace(self, profile: Profile) -> None:
+        with self._lock:
+            updated = dict(self._profiles)
+            updated[profile.name] = profile
+            self._profiles = updated  # readers see the old dict or the new one, never a half-built one

@@ -1,0 +1,70 @@
+"""The registry: plugin name → (args model, factory). Enabling a plugin is configuration, not code.
+
+Each plugin module exposes ``NAME``, an ``Args`` pydantic model (defaults + validation, ``None`` when the
+plugin takes none) and ``new(args, handle)``. The table below is the whole list; a name not in it is an
+"unknown plugin" error when a profile loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from policies.framework.profile import Handle
+
+__all__ = ["PluginSpec", "registry"]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    name: str
+    args: type[BaseModel] | None
+    factory: Callable[[Any, Handle], Any]
+
+
+def _spec(module: ModuleType, name: str | None = None) -> PluginSpec:
+    return PluginSpec(name or module.NAME, getattr(module, "Args", None), module.new)
+
+
+_REGISTRY: dict[str, PluginSpec] | None = None
+
+
+def registry() -> dict[str, PluginSpec]:
+    """Name → spec for every built-in plugin (built on first use: plugin modules import the framework)."""
+    global _REGISTRY  # noqa: PLW0603 - a lazily built constant
+    if _REGISTRY is None:
+        from policies.plugins import (
+            coscheduling,
+            limitsum,
+            nodeaffinity,
+            nodeports,
+            noderesources,
+            nodeunschedulable,
+            preemption,
+            queuesort,
+            rolespread,
+            tainttoleration,
+        )
+
+        specs = [
+            _spec(noderesources.fit),
+            _spec(noderesources.balanced),
+            _spec(tainttoleration),
+            _spec(nodeaffinity),
+            _spec(nodeaffinity, "NodeSelector"),  # SPEC's name for the same required-labels check
+            _spec(nodeports),
+            _spec(nodeunschedulable),
+            _spec(queuesort.priority),
+            _spec(queuesort.qos),
+            _spec(limitsum),
+            _spec(rolespread),
+            _spec(coscheduling),
+            _spec(preemption),
+        ]
+        _REGISTRY = {spec.name: spec for spec in specs}
+    return _REGISTRY

@@ -1,0 +1,71 @@
+"""NodeResourcesBalancedAllocation: favour nodes whose resource fractions stay close to each other."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import Field
+
+from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
+from policies.plugins.noderesources.common import ResourceSpec, StrictArgs, requested_and_allocatable
+
+__all__ = ["NAME", "Args", "BalancedAllocation", "new"]
+
+NAME = "NodeResourcesBalancedAllocation"
+FloatArray = npt.NDArray[np.float64]
+
+
+def _default_resources() -> list[ResourceSpec]:
+    return [ResourceSpec(name="cpu"), ResourceSpec(name="memory")]
+
+
+class Args(StrictArgs):
+    resources: list[ResourceSpec] = Field(default_factory=_default_resources, min_length=1)
+    """Weights are accepted for compatibility and ignored, as upstream ignores them."""
+
+
+class BalancedAllocation:
+    name = NAME
+
+    def __init__(self, args: Args) -> None:
+        self.resources = [r.name for r in args.resources]
+
+    def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
+        count = len(nodes)
+        fractions: list[FloatArray] = []
+        present: list[npt.NDArray[np.bool_]] = []
+        for resource in self.resources:
+            pair = requested_and_allocatable(ctx, nodes, resource, use_requested=True)
+            if pair is None:
+                continue
+            requested, allocatable = pair
+            has = allocatable > 0
+            fraction = np.minimum(requested / np.where(has, allocatable, 1), 1.0)
+            fractions.append(fraction)
+            present.append(has)
+        # Float arithmetic in upstream's order, so results match Go bit for bit: two resources use
+        # |f1 - f2| / 2, more use the population standard deviation, fewer score a std of 0.
+        n = np.zeros(count, dtype=np.int64)
+        total = np.zeros(count)
+        first = np.full(count, np.nan)
+        second = np.full(count, np.nan)
+        for fraction, has in zip(fractions, present, strict=True):
+            n += has
+            total = total + np.where(has, fraction, 0.0)
+            second = np.where(has & ~np.isnan(first) & np.isnan(second), fraction, second)
+            first = np.where(has & np.isnan(first), fraction, first)
+        mean = total / np.maximum(n, 1)
+        squares = np.zeros(count)
+        for fraction, has in zip(fractions, present, strict=True):
+            squares = squares + np.where(has, (fraction - mean) * (fraction - mean), 0.0)
+        std = np.where(
+            n == 2,
+            np.abs((first - second) / 2),
+            np.where(n > 2, np.sqrt(squares / np.maximum(n, 1)), 0.0),
+        )
+        result: IntArray = np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        return result
+
+
+def new(args: Args | None, handle: object) -> BalancedAllocation:
+    return BalancedAllocation(args or Args())

@@ -1,0 +1,88 @@
+"""What Fit's scoring strategies and BalancedAllocation share: which (requested, allocatable) pairs a
+resource contributes, as kube-scheduler's resourceAllocationScorer computes them, and Go's integer math."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from policies.framework.contract import CycleContext, IntArray
+from schemas.quantity import validate_resource_name
+
+__all__ = [
+    "ResourceSpec",
+    "StrictArgs",
+    "default_normalize",
+    "is_scalar_resource",
+    "requested_and_allocatable",
+    "round_half_away",
+    "trunc_div",
+]
+
+_NATIVE = ("cpu", "memory", "ephemeral-storage")
+
+
+class StrictArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class ResourceSpec(StrictArgs):
+    name: str
+    weight: Annotated[int, Field(ge=1, le=100)] = 1
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        return validate_resource_name(name, field="name")
+
+
+def is_scalar_resource(name: str) -> bool:
+    """Extended resources (and anything not cpu/memory/ephemeral-storage) are skipped by the scorers when
+    the pod does not request them."""
+    return name not in _NATIVE
+
+
+def requested_and_allocatable(
+    ctx: CycleContext, nodes: IntArray, resource: str, *, use_requested: bool
+) -> tuple[IntArray, IntArray] | None:
+    """(node requested + pod request, allocatable) over `nodes` for one resource, or None when the
+    resource is skipped for this pod. `use_requested` False applies the non-zero defaults to cpu and
+    memory (LeastAllocated, MostAllocated, RequestedToCapacityRatio), True uses actual requests
+    (BalancedAllocation)."""
+    snapshot, info = ctx.snapshot, ctx.info
+    column = snapshot.column.get(resource)
+    pod_request = int(info.vector[column]) if column is not None and column < len(info.vector) else 0
+    if not use_requested and resource in ("cpu", "memory"):
+        which = 0 if resource == "cpu" else 1
+        pod_request = info.nonzero_cpu if which == 0 else info.nonzero_memory
+        return snapshot.nonzero[nodes, which] + pod_request, snapshot.allocatable[
+            nodes, snapshot.column[resource]
+        ]
+    if column is None or (pod_request == 0 and is_scalar_resource(resource)):
+        return None
+    return snapshot.requested[nodes, column] + pod_request, snapshot.allocatable[nodes, column]
+
+
+def trunc_div(numerator: IntArray, denominator: IntArray | int) -> IntArray:
+    """Go's integer division: truncates toward zero (numpy's // floors, which differs for negatives)."""
+    quotient = np.abs(numerator) // np.abs(denominator)
+    result: IntArray = np.where((numerator < 0) != (np.asarray(denominator) < 0), -quotient, quotient)
+    return result
+
+
+def round_half_away(numerator: IntArray, denominator: IntArray) -> IntArray:
+    """math.Round(n / d) for non-negative n and positive d, in exact integer arithmetic."""
+    result: IntArray = (2 * numerator + denominator) // (2 * denominator)
+    return result
+
+
+def default_normalize(scores: IntArray, *, reverse: bool, max_score: int = 100) -> IntArray:
+    """kube-scheduler's DefaultNormalizeScore: scale to 0..max_score by the highest score (reversed for
+    plugins where fewer is better); all zeros stay zeros, or become max_score when reversed."""
+    highest = int(scores.max()) if len(scores) else 0
+    if highest == 0:
+        return np.full(len(scores), max_score if reverse else 0, dtype=np.int64)
+    scaled: IntArray = max_score * scores // highest
+    return max_score - scaled if reverse else scaled

@@ -1,0 +1,5 @@
+"""Queue orders: PrioritySort (kube-scheduler's default) and QOSSort."""
+
+from policies.plugins.queuesort import priority, qos
+
+__all__ = ["priority", "qos"]

@@ -1,0 +1,528 @@
+"""The scheduler core: a queue, and one cycle per pod through its profile's plugin chain.
+
+Pure and synchronous: time is a parameter (``now``), never the wall clock, and every public method returns
+the outcomes it produced (placements, unschedulable verdicts, evictions), so the streaming agent, the
+offline replay and the tests drive the same code and get the same decisions.
+
+`Scheduler._cycle` is the architecture in one function; each stage is commented where it runs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from policies.framework.contract import CycleContext, IntArray
+from policies.framework.profile import Profile, ProfileSet
+from policies.framework.status import Code
+from policies.snapshot import PodInfo, Snapshot
+from schemas.node import NodeSpec
+from schemas.pod import PodRequest
+
+__all__ = [
+    "Evicted",
+    "Explanation",
+    "Outcome",
+    "Placed",
+    "Scheduler",
+    "Unschedulable",
+    "Waiting",
+    "fit_error",
+]
+
+UNSCHEDULABLE_FLUSH_S = 300.0
+"""Like kube-scheduler's podMaxInUnschedulablePodsDuration: retry even without a cluster change."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    uid: str
+    node: str
+    cluster: str
+    profile: str
+    score: int
+    plugin_scores: dict[str, int]
+    node_version: int
+    attempt: int
+    batch_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unschedulable:
+    uid: str
+    reasons: tuple[str, ...]
+    profile: str
+    attempt: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted:
+    uid: str
+    node: str
+    preemptor: str
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Reserved on `node`, held in Permit until its group is complete (not a final decision)."""
+
+    uid: str
+    node: str
+    deadline: float
+
+
+Outcome = Placed | Unschedulable | Evicted | Waiting
+
+
+@dataclass(slots=True)
+class Explanation:
+    """Why a pod went where it went: the `eyrie explain` output (SPEC 7)."""
+
+    pod: str
+    selected: str | None
+    feasible: list[str]
+    filtered: dict[str, list[str]]
+    scores: dict[str, dict[str, int]]
+    total: dict[str, int]
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "selected": self.selected,
+            "feasible": self.feasible,
+            "filtered": self.filtered,
+            "scores": self.scores,
+            "total": self.total,
+        }
+
+
+@dataclass(slots=True)
+class _Queued:
+    pod: PodRequest
+    arrival: int
+    info: PodInfo | None = None
+    attempt: int = 0
+    backoff_until: float = 0.0
+    unschedulable_since: float = 0.0
+    moved: bool = False  # the cluster changed since it failed
+
+
+@dataclass(slots=True)
+class _Wait:
+    queued: _Queued
+    profile: Profile
+    row: int
+    deadline: float
+    score: int
+    plugin_scores: dict[str, int]
+
+
+@dataclass(slots=True)
+class _Rejection:
+    """Which filter dropped which rows; reasons are worked out only when someone reads them."""
+
+    ctx: CycleContext
+    steps: list[tuple[Any, IntArray]] = field(default_factory=list)
+
+    def by_row(self) -> dict[int, str]:
+        return {int(row): plugin.name for plugin, rows in self.steps for row in rows}
+
+    def reasons(self) -> dict[int, list[str]]:
+        found: dict[int, list[str]] = {}
+        for plugin, rows in self.steps:
+            for row, reasons in zip(rows.tolist(), plugin.reasons(self.ctx, rows), strict=True):
+                found[row] = reasons
+        return found
+
+
+def fit_error(total_nodes: int, reasons_by_row: dict[int, list[str]]) -> tuple[tuple[str, ...], str]:
+    """kube-scheduler's FitError: ("2 Insufficient cpu", ...) sorted, and the one-line message."""
+    histogram = Counter(reason for reasons in reasons_by_row.values() for reason in reasons)
+    counted = tuple(sorted(f"{count} {reason}" for reason, count in histogram.items()))
+    message = f"0/{total_nodes} nodes are available" + (f": {', '.join(counted)}." if counted else ".")
+    return counted, message
+
+
+def _tie_break(uid: str, names: list[str]) -> int:
+    """The seeded choice among equally scored nodes: seed = the pod's uid, so a replay picks the same."""
+    return zlib.crc32(uid.encode()) % len(names)
+
+
+class Scheduler:
+    """Placement for one snapshot (one cluster shard). Not thread-safe: one writer, as the sequencer
+    guarantees in the pipeline."""
+
+    def __init__(
+        self,
+        profiles: ProfileSet | None = None,
+        snapshot: Snapshot | None = None,
+        *,
+        backoff_initial_s: float = 1.0,
+        backoff_max_s: float = 10.0,
+    ) -> None:
+        self.profiles = profiles or ProfileSet.builtin()
+        self.snapshot = snapshot or Snapshot()
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
+        self._queue: dict[str, _Queued] = {}
+        self._active: list[tuple[tuple[Any, ...], int, str]] = []
+        self._unschedulable: dict[str, _Queued] = {}
+        self._waiting: dict[str, _Wait] = {}
+        self._arrivals = 0
+        self._outbox: list[Outcome] = []
+        self._now = 0.0
+
+    # ------------------------------------------------------------------------------ cluster events
+
+    def upsert_node(self, spec: NodeSpec) -> None:
+        self.snapshot.upsert_node(spec)
+        self._cluster_changed()
+
+    def remove_node(self, name: str, now: float) -> list[Outcome]:
+        for uid in self.snapshot.remove_node(name):
+            # The pod lost its node; it needs a new one.
+            self._waiting.pop(uid, None)
+            self._notify("on_pod_deleted", uid)
+        self._cluster_changed()
+        return self._drain()
+
+    def set_unschedulable(self, name: str, value: bool) -> None:
+        self.snapshot.set_unschedulable(name, value)
+        self._cluster_changed()
+
+    def add_pod(self, pod: PodRequest, now: float) -> list[Outcome]:
+        """Queue a pod. A uid already queued, waiting or placed is ignored (requests are idempotent)."""
+        self._now = now
+        if pod.uid in self._queue or pod.uid in self.snapshot.pods:
+            return []
+        profile = self.profiles.get(pod.scheduler_name)
+        if profile is None:
+            reason = f"no profile named {pod.scheduler_name!r} (known: {', '.join(self.profiles.names())})"
+            return [Unschedulable(pod.uid, (reason,), pod.scheduler_name, 0, reason)]
+        queued = _Queued(pod, self._arrivals)
+        self._arrivals += 1
+        self._queue[pod.uid] = queued
+        self._notify("on_pod_added", pod, queued.arrival)
+        self._push(queued, profile)
+        return []
+
+    def delete_pod(self, uid: str, now: float) -> list[Outcome]:
+        """The pod is gone: release whatever it held and drop it from the queue."""
+        self._now = now
+        self._queue.pop(uid, None)
+        self._unschedulable.pop(uid, None)
+        wait = self._waiting.pop(uid, None)
+        if wait is not None:
+            self._unreserve(wait.queued, wait.profile, wait.row, reason="deleted")
+        if self.snapshot.forget(uid) is not None:
+            self._cluster_changed()
+        self._notify("on_pod_deleted", uid)
+        return self._drain()
+
+    def confirm(self, uid: str) -> None:
+        """The applier committed the binding."""
+        self.snapshot.bind(uid)
+
+    def conflict(self, pod: PodRequest, now: float, attempt: int) -> list[Outcome]:
+        """The applier refused binding number `attempt`: forget the assumption and queue the pod again."""
+        self._now = now
+        if self.snapshot.forget(pod.uid) is not None:
+            self._cluster_changed()
+        self.add_pod(pod, now)
+        queued = self._queue.get(pod.uid)
+        if queued is not None:
+            queued.attempt = attempt + 1
+        return self._drain()
+
+    # ---------------------------------------------------------------------------------- running
+
+    def schedule(self, now: float, limit: int | None = None) -> list[Outcome]:
+        """Run cycles for queued pods (highest in queue order first) until the active queue is empty."""
+        self._now = now
+        self._expire_waits(now)
+        self._flush_unschedulable(now)
+        done = 0
+        while self._active and (limit is None or done < limit):
+            _, _, uid = heapq.heappop(self._active)
+            queued = self._queue.get(uid)
+            if queued is None or uid in self._unschedulable or uid in self._waiting:
+                continue  # deleted, or a stale heap entry
+            profile = self.profiles.get(queued.pod.scheduler_name)
+            if profile is None:
+                continue
+            self._attach(profile)
+            self._cycle(queued, profile, now, explain=False)
+            done += 1
+        return self._drain()
+
+    def tick(self, now: float) -> list[Outcome]:
+        """Advance time: Permit timeouts, and retries of unschedulable pods whose backoff has passed."""
+        self._now = now
+        self._expire_waits(now)
+        self._flush_unschedulable(now)
+        return self._drain()
+
+    def explain(self, pod: PodRequest, now: float = 0.0, *, profile_name: str | None = None) -> Explanation:
+        """One dry cycle (nothing is reserved) with every filter's reasons and every plugin's scores."""
+        profile = self.profiles.get(profile_name or pod.scheduler_name)
+        if profile is None:
+            raise KeyError(profile_name or pod.scheduler_name)
+        self._attach(profile)
+        explanation = self._cycle(_Queued(pod, -1), profile, now, explain=True)
+        assert explanation is not None
+        return explanation
+
+    @property
+    def pending(self) -> int:
+        """Pods queued or waiting (not placed, not dropped)."""
+        return len(self._queue)
+
+    # ------------------------------------------------------------------------------- the cycle
+
+    def _cycle(self, queued: _Queued, profile: Profile, now: float, *, explain: bool) -> Explanation | None:
+        snapshot, pod = self.snapshot, queued.pod
+        queued.info = info = snapshot.pod_info(pod, queued.info)
+        ctx = CycleContext(pod, info, snapshot, now)
+
+        # PreFilter: whole-pod checks that need no node (a gang still missing members).
+        for pre_filter in profile.pre_filter:
+            status = pre_filter.pre_filter(ctx)
+            if not status.ok:
+                reasons = status.reasons or (f"rejected by {pre_filter.name}",)
+                return self._fail(queued, profile, reasons, "; ".join(reasons), explain)
+
+        # Filter: every plugin sees all surviving nodes at once; the first to reject a node names why.
+        nodes = snapshot.live_rows()
+        total_nodes = len(nodes)
+        rejection = _Rejection(ctx)
+        for node_filter in profile.filter:
+            if len(nodes) == 0:
+                break
+            keep = node_filter.filter(ctx, nodes)
+            if not keep.all():
+                rejection.steps.append((node_filter, nodes[~keep]))
+                nodes = nodes[keep]
+
+        # PostFilter: nothing fits; preemption may free a node by evicting lower-priority pods.
+        if len(nodes) == 0:
+            reasons_by_row = rejection.reasons()
+            counted, message = fit_error(total_nodes, reasons_by_row)
+            if not explain:
+                for post in profile.post_filter:
+                    result = post.post_filter(ctx, rejection.by_row())
+                    if result.node is not None and result.victims:
+                        node_name = snapshot.names[result.node] or ""
+                        for victim in result.victims:
+                            snapshot.forget(victim)
+                            self._outbox.append(Evicted(victim, node_name, pod.uid))
+                        # The preemptor goes straight back to the queue; the freed node fits it now.
+                        self._push(queued, profile)
+                        return None
+                    if result.status.code == Code.UNSCHEDULABLE and result.status.reasons:
+                        message += " " + " ".join(result.status.reasons)
+            return self._fail(queued, profile, counted or (message,), message, explain, rejection)
+
+        # PreScore, Score, NormalizeScore (inside each plugin), weight and sum.
+        for pre_score in profile.pre_score:
+            pre_score.pre_score(ctx, nodes)
+        total = np.zeros(len(nodes), dtype=np.int64)
+        per_plugin: dict[str, IntArray] = {}
+        for scorer, weight in profile.score:
+            scores = scorer.score(ctx, nodes)
+            per_plugin[scorer.name] = scores
+            total += weight * scores
+
+        # Select: the highest total; ties broken by a choice seeded with the pod's uid.
+        best = total.max()
+        tied = nodes[total == best]
+        if len(tied) == 1:
+            row = int(tied[0])
+        else:
+            by_name = sorted((snapshot.names[r] or "", int(r)) for r in tied)
+            row = by_name[_tie_break(pod.uid, [name for name, _ in by_name])][1]
+        position = int(np.flatnonzero(nodes == row)[0])
+        plugin_scores = {name: int(scores[position]) for name, scores in per_plugin.items()}
+        if explain:
+            return self._explanation(pod, nodes, rejection, per_plugin, total, row)
+
+        # Reserve: assume the pod on the node at once, so the next cycle sees it (the assume cache).
+        snapshot.assume(info, row)
+        for reserve in profile.reserve:
+            status = reserve.reserve(ctx, row)
+            if not status.ok:
+                self._unreserve(queued, profile, row, reason="reserve failed")
+                return self._fail(queued, profile, status.reasons, "; ".join(status.reasons), False)
+
+        # Permit: a gang member waits here until its group is complete.
+        timeout: float | None = None
+        for permit in profile.permit:
+            status, wait_s = permit.permit(ctx, row)
+            if status.code == Code.WAIT:
+                timeout = wait_s if timeout is None else min(timeout, wait_s)
+            elif not status.ok:
+                self._unreserve(queued, profile, row, reason="; ".join(status.reasons))
+                return self._fail(queued, profile, status.reasons, "; ".join(status.reasons), False)
+        score = int(best)
+        if timeout is not None:
+            deadline = now + timeout
+            self._waiting[pod.uid] = _Wait(queued, profile, row, deadline, score, plugin_scores)
+            self._outbox.append(Waiting(pod.uid, snapshot.names[row] or "", deadline))
+        else:
+            self._place(queued, profile, row, score, plugin_scores)
+        for uid in ctx.state.get("permit.allow", ()):
+            self.allow_waiting(uid)
+        return None
+
+    # ---------------------------------------------------------------------------- bookkeeping
+
+    def _explanation(
+        self,
+        pod: PodRequest,
+        nodes: IntArray,
+        rejection: _Rejection | None,
+        per_plugin: dict[str, IntArray],
+        total: IntArray,
+        row: int | None,
+    ) -> Explanation:
+        names = self.snapshot.names
+        reasons = rejection.reasons() if rejection is not None else {}
+        return Explanation(
+            pod=pod.uid,
+            selected=names[row] if row is not None else None,
+            feasible=[names[r] or "" for r in nodes.tolist()],
+            filtered={
+                names[r] or "": found for r, found in sorted(reasons.items(), key=lambda x: names[x[0]] or "")
+            },
+            scores={
+                plugin: {names[r] or "": int(s) for r, s in zip(nodes.tolist(), scores.tolist(), strict=True)}
+                for plugin, scores in per_plugin.items()
+            },
+            total={names[r] or "": int(t) for r, t in zip(nodes.tolist(), total.tolist(), strict=True)},
+        )
+
+    def _place(
+        self, queued: _Queued, profile: Profile, row: int, score: int, plugin_scores: dict[str, int]
+    ) -> None:
+        pod, snapshot = queued.pod, self.snapshot
+        spec = snapshot.specs[row]
+        self._queue.pop(pod.uid, None)
+        self._outbox.append(
+            Placed(
+                uid=pod.uid,
+                node=snapshot.names[row] or "",
+                cluster=spec.cluster if spec is not None else "default",
+                profile=profile.name,
+                score=score,
+                plugin_scores=plugin_scores,
+                node_version=int(snapshot.version[row]),
+                attempt=queued.attempt,
+                batch_id=pod.batch_id,
+            )
+        )
+
+    def _fail(
+        self,
+        queued: _Queued,
+        profile: Profile,
+        reasons: tuple[str, ...],
+        message: str,
+        explain: bool,
+        rejection: _Rejection | None = None,
+    ) -> Explanation | None:
+        if explain:
+            empty = np.zeros(0, dtype=np.int64)
+            explanation = self._explanation(queued.pod, empty, rejection, {}, empty, None)
+            explanation.message = message
+            return explanation
+        self._outbox.append(
+            Unschedulable(queued.pod.uid, tuple(reasons), profile.name, queued.attempt, message)
+        )
+        # Back off exponentially, and retry when the cluster changes (or after the flush interval).
+        backoff = min(self.backoff_max_s, self.backoff_initial_s * 2 ** min(queued.attempt, 16))
+        queued.attempt += 1
+        queued.backoff_until = self._now + backoff
+        queued.unschedulable_since = self._now
+        queued.moved = False
+        self._unschedulable[queued.pod.uid] = queued
+        return None
+
+    def _unreserve(self, queued: _Queued, profile: Profile, row: int, *, reason: str) -> None:
+        ctx = CycleContext(
+            queued.pod, queued.info or self.snapshot.pod_info(queued.pod), self.snapshot, self._now
+        )
+        ctx.state["unreserve.reason"] = reason
+        self.snapshot.forget(queued.pod.uid)
+        for plugin in reversed(profile.reserve):
+            plugin.unreserve(ctx, row)
+
+    def _push(self, queued: _Queued, profile: Profile) -> None:
+        key = profile.queue_sort.sort_key(queued.pod, queued.arrival)
+        heapq.heappush(self._active, (key, queued.arrival, queued.pod.uid))
+
+    def _cluster_changed(self) -> None:
+        for queued in self._unschedulable.values():
+            queued.moved = True
+
+    def _flush_unschedulable(self, now: float) -> None:
+        ready = [
+            q
+            for q in self._unschedulable.values()
+            if now >= q.backoff_until and (q.moved or now - q.unschedulable_since >= UNSCHEDULABLE_FLUSH_S)
+        ]
+        for queued in sorted(ready, key=lambda q: q.arrival):
+            del self._unschedulable[queued.pod.uid]
+            profile = self.profiles.get(queued.pod.scheduler_name)
+            if profile is not None:
+                self._push(queued, profile)
+
+    def _expire_waits(self, now: float) -> None:
+        for uid, wait in sorted(self._waiting.items(), key=lambda item: item[1].deadline):
+            if wait.deadline <= now and uid in self._waiting:
+                self.reject_waiting(uid, "timed out waiting in Permit")
+
+    def _notify(self, hook: str, *args: Any) -> None:
+        seen: set[int] = set()
+        for name in self.profiles.names():
+            profile = self.profiles.get(name)
+            if profile is None:
+                continue
+            for plugin in profile.plugins.values():
+                method = getattr(plugin, hook, None)
+                if method is not None and id(plugin) not in seen:
+                    seen.add(id(plugin))
+                    method(*args)
+
+    def _attach(self, profile: Profile) -> None:
+        profile.handle.waiting = self
+
+    def _drain(self) -> list[Outcome]:
+        outcomes, self._outbox = self._outbox, []
+        return outcomes
+
+    # -------------------------------------------------------------- WaitingPods (for Permit plugins)
+
+    def waiting_uids(self) -> list[str]:
+        return list(self._waiting)
+
+    def waiting_pod(self, uid: str) -> PodRequest | None:
+        wait = self._waiting.get(uid)
+        return wait.queued.pod if wait is not None else None
+
+    def allow_waiting(self, uid: str) -> None:
+        wait = self._waiting.pop(uid, None)
+        if wait is not None:
+            self._place(wait.queued, wait.profile, wait.row, wait.score, wait.plugin_scores)
+
+    def reject_waiting(self, uid: str, reason: str) -> None:
+        wait = self._waiting.pop(uid, None)
+        if wait is None:
+            return
+        self._unreserve(wait.queued, wait.profile, wait.row, reason=reason)
+        self._fail(wait.queued, wait.profile, (reason,), reason, False)

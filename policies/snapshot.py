@@ -1,0 +1,492 @@
+"""A columnar view of every node, updated in O(1) per pod event, read by every plugin at once.
+
+Rows are nodes, columns are resources: ``allocatable[row, col]``, ``requested[row, col]`` (actual requests,
+for the Fit filter and BalancedAllocation) and ``nonzero[row, 0..1]`` (cpu and memory with Kubernetes'
+defaults for containers that request nothing, for LeastAllocated and friends). Labels are one int column per
+label key (value ids, -1 when absent), taints a boolean matrix over the distinct taints seen, host ports a
+count column per (protocol, port, ip): selectors, tolerations and port conflicts become array comparisons.
+
+Assume, forget, bind and delete touch one row; arrays grow by doubling, so adding nodes is amortised O(1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from policies.framework.contract import BoolArray, IntArray
+from schemas.exceptions import InvalidInput
+from schemas.node import NodeSpec
+from schemas.pod import Container, PodRequest, Toleration
+
+__all__ = [
+    "BASE_RESOURCES",
+    "DEFAULT_MAX_PODS",
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
+    "LabelCounter",
+    "PodInfo",
+    "PodRecord",
+    "Snapshot",
+    "nonzero_requests",
+]
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""kube-scheduler's DefaultMilliCPURequest: what a container without a cpu request counts for scoring."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+"""kube-scheduler's DefaultMemoryRequest (200 MiB)."""
+DEFAULT_MAX_PODS = 110
+"""A node that reports no ``pods`` allocatable gets the kubelet's default maxPods."""
+
+BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+_INITIAL_ROWS = 64
+
+
+def _container_nonzero(container: Container) -> tuple[int, int]:
+    # Only a *missing* request takes the default; an explicit 0 stays 0 (resourcehelper.applyNonMissing).
+    cpu = container.requests.get("cpu", DEFAULT_MILLI_CPU_REQUEST)
+    memory = container.requests.get("memory", DEFAULT_MEMORY_REQUEST)
+    return cpu, memory
+
+
+def nonzero_requests(pod: PodRequest) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) of the pod with the non-zero defaults applied per container, init
+    containers included, then overhead: Kubernetes' PodRequests with NonMissingContainerRequests."""
+    cpu = memory = 0
+    for container in pod.containers:
+        c, m = _container_nonzero(container)
+        cpu += c
+        memory += m
+    for container in pod.init_containers:
+        c, m = _container_nonzero(container)
+        cpu, memory = max(cpu, c), max(memory, m)
+    return cpu + pod.overhead.get("cpu", 0), memory + pod.overhead.get("memory", 0)
+
+
+@dataclass(slots=True)
+class PodInfo:
+    """What the hot path needs of a pod, computed once per pod (and again only if new resource columns
+    appear in the snapshot)."""
+
+    pod: PodRequest
+    requests: dict[str, int]
+    vector: IntArray
+    requested_columns: IntArray
+    """Columns the pod requests a positive amount of (the Fit filter checks only those)."""
+    nonzero_cpu: int
+    nonzero_memory: int
+    limits: IntArray
+    """Limits per column, or the request where the pod sets no limit."""
+    width: int
+
+
+@dataclass(slots=True)
+class PodRecord:
+    """A pod the snapshot accounts for: assumed by placement, or bound (confirmed by the applier)."""
+
+    info: PodInfo
+    row: int
+    bound: bool = False
+    ports: tuple[tuple[str, int, str], ...] = ()
+
+
+@dataclass(slots=True)
+class LabelCounter:
+    """Pods per row for each combination of values of some pod label keys, kept incrementally. Sparse,
+    because most combinations live on few nodes."""
+
+    keys: tuple[str, ...]
+    counts: dict[tuple[str, ...], dict[int, int]] = field(default_factory=dict)
+
+    def values(self, labels: Mapping[str, str]) -> tuple[str, ...] | None:
+        found = tuple(labels.get(key) for key in self.keys)
+        return None if any(value is None for value in found) else found  # type: ignore[return-value]
+
+    def add(self, labels: Mapping[str, str], row: int, delta: int) -> None:
+        values = self.values(labels)
+        if values is None:
+            return
+        rows = self.counts.setdefault(values, {})
+        count = rows.get(row, 0) + delta
+        if count:
+            rows[row] = count
+        else:
+            rows.pop(row, None)
+            if not rows:
+                del self.counts[values]
+
+    def on_rows(self, values: tuple[str, ...], rows: IntArray) -> IntArray:
+        per_row = self.counts.get(values)
+        result = np.zeros(len(rows), dtype=np.int64)
+        if per_row:
+            lookup = np.fromiter(per_row.keys(), dtype=np.int64, count=len(per_row))
+            amounts = np.fromiter(per_row.values(), dtype=np.int64, count=len(per_row))
+            order = np.argsort(lookup)
+            position = np.searchsorted(lookup[order], rows)
+            position = np.minimum(position, len(lookup) - 1)
+            hit = lookup[order][position] == rows
+            result[hit] = amounts[order][position[hit]]
+        return result
+
+    def total(self, values: tuple[str, ...]) -> int:
+        return sum(self.counts.get(values, {}).values())
+
+
+class Snapshot:
+    """All nodes of one scheduling domain (a cluster shard), as numpy columns."""
+
+    def __init__(self) -> None:
+        self.resources: list[str] = list(BASE_RESOURCES)
+        self.column: dict[str, int] = {name: i for i, name in enumerate(self.resources)}
+        self._rows = 0
+        self.names: list[str | None] = []
+        self.specs: list[NodeSpec | None] = []
+        self.index: dict[str, int] = {}
+        self._free: list[int] = []
+        self.allocatable = np.zeros((0, len(self.resources)), dtype=np.int64)
+        self.capacity = np.zeros((0, len(self.resources)), dtype=np.int64)
+        self.requested = np.zeros((0, len(self.resources)), dtype=np.int64)
+        self.limits = np.zeros((0, len(self.resources)), dtype=np.int64)
+        self.nonzero = np.zeros((0, 2), dtype=np.int64)
+        self.pod_count = np.zeros(0, dtype=np.int64)
+        self.max_pods = np.zeros(0, dtype=np.int64)
+        self.unschedulable = np.zeros(0, dtype=np.bool_)
+        self.version = np.zeros(0, dtype=np.int64)
+        self.live = np.zeros(0, dtype=np.bool_)
+        self._live_rows: IntArray | None = None
+        # Labels: key → value id per row (-1 absent); value vocabularies per key.
+        self.label_columns: dict[str, IntArray] = {}
+        self.label_vocab: dict[str, dict[str, int]] = {}
+        # Taints: distinct (key, value, effect) → column of a boolean matrix.
+        self.taint_ids: dict[tuple[str, str, str], int] = {}
+        self.taint_matrix = np.zeros((0, 0), dtype=np.bool_)
+        self._toleration_cache: dict[tuple[Any, ...], tuple[IntArray, IntArray]] = {}
+        # Host ports: (protocol, port) → host ip → pods using it per row.
+        self.ports: dict[tuple[str, int], dict[str, IntArray]] = {}
+        self.pods: dict[str, PodRecord] = {}
+        self.pods_on_row: list[set[str]] = []
+        self.label_counters: dict[tuple[str, ...], LabelCounter] = {}
+        self.extra: dict[str, Any] = {}
+        """Arrays other packages attach (portraits, windows), keyed by their owner; grown with the rows."""
+
+    # ------------------------------------------------------------------------------------ shape
+
+    @property
+    def size(self) -> int:
+        """Rows in use (live nodes)."""
+        return len(self.index)
+
+    def live_rows(self) -> IntArray:
+        if self._live_rows is None:
+            self._live_rows = np.flatnonzero(self.live[: self._rows]).astype(np.int64)
+        return self._live_rows
+
+    def _ensure_rows(self, rows: int) -> None:
+        have = len(self.live)
+        if rows <= have:
+            return
+        new = max(_INITIAL_ROWS, have * 2, rows)
+
+        def grow(array: np.ndarray[Any, Any], fill: Any = 0) -> np.ndarray[Any, Any]:
+            shape = (new, *array.shape[1:])
+            grown = np.full(shape, fill, dtype=array.dtype)
+            grown[:have] = array
+            return grown
+
+        self.allocatable = grow(self.allocatable)
+        self.capacity = grow(self.capacity)
+        self.requested = grow(self.requested)
+        self.limits = grow(self.limits)
+        self.nonzero = grow(self.nonzero)
+        self.pod_count = grow(self.pod_count)
+        self.max_pods = grow(self.max_pods)
+        self.unschedulable = grow(self.unschedulable)
+        self.version = grow(self.version)
+        self.live = grow(self.live)
+        self.taint_matrix = grow(self.taint_matrix)
+        for key, column in self.label_columns.items():
+            self.label_columns[key] = grow(column, -1)
+        for by_ip in self.ports.values():
+            for ip, counts in by_ip.items():
+                by_ip[ip] = grow(counts)
+        for owner, array in self.extra.items():
+            if isinstance(array, np.ndarray) and array.shape[:1] == (have,):
+                self.extra[owner] = grow(array)
+
+    def resource_column(self, name: str) -> int:
+        """The column of `name`, adding one (for every row) the first time an extended resource appears."""
+        column = self.column.get(name)
+        if column is not None:
+            return column
+        column = len(self.resources)
+        self.resources.append(name)
+        self.column[name] = column
+        pad = np.zeros((len(self.live), 1), dtype=np.int64)
+        self.allocatable = np.hstack([self.allocatable, pad])
+        self.capacity = np.hstack([self.capacity, pad])
+        self.requested = np.hstack([self.requested, pad])
+        self.limits = np.hstack([self.limits, pad])
+        # Pods assumed before the column existed did not request the resource, so they stay correct.
+        return column
+
+    # ------------------------------------------------------------------------------------ nodes
+
+    def upsert_node(self, spec: NodeSpec) -> int:
+        """Add a node, or update one in place (its pods and their accounting stay). Returns its row."""
+        row = self.index.get(spec.name)
+        if row is None:
+            row = self._free.pop() if self._free else self._rows
+            if row == self._rows:
+                self._rows += 1
+                self._ensure_rows(self._rows)
+                self.names.append(None)
+                self.specs.append(None)
+                self.pods_on_row.append(set())
+            self.index[spec.name] = row
+            self.names[row] = spec.name
+            self.live[row] = True
+            self._live_rows = None
+        for name in {*spec.allocatable, *spec.capacity}:
+            if name != "pods":
+                self.resource_column(name)
+        self.allocatable[row] = 0
+        self.capacity[row] = 0
+        for name, amount in spec.allocatable.items():
+            if name != "pods":
+                self.allocatable[row, self.column[name]] = amount
+        for name, amount in spec.capacity.items():
+            if name != "pods":
+                self.capacity[row, self.column[name]] = amount
+        self.max_pods[row] = spec.allocatable.get("pods", spec.capacity.get("pods", DEFAULT_MAX_PODS))
+        self.unschedulable[row] = spec.unschedulable
+        self._set_labels(row, spec.labels)
+        self._set_taints(row, spec)
+        self.specs[row] = spec
+        self.version[row] += 1
+        return row
+
+    def set_unschedulable(self, name: str, value: bool) -> None:
+        row = self.row_of(name)
+        spec = self.specs[row]
+        assert spec is not None
+        self.specs[row] = spec.model_copy(update={"unschedulable": value})
+        self.unschedulable[row] = value
+        self.version[row] += 1
+
+    def remove_node(self, name: str) -> list[str]:
+        """Drop a node; returns the uids of the pods that were on it (they are forgotten too)."""
+        row = self.index.pop(name, None)
+        if row is None:
+            return []
+        orphans = sorted(self.pods_on_row[row])
+        for uid in orphans:
+            self.forget(uid)
+        self.live[row] = False
+        self.names[row] = None
+        self.specs[row] = None
+        self._set_labels(row, {})
+        self.taint_matrix[row] = False
+        self.allocatable[row] = 0
+        self.capacity[row] = 0
+        self.unschedulable[row] = False
+        self.version[row] += 1
+        self._free.append(row)
+        self._live_rows = None
+        return orphans
+
+    def row_of(self, name: str) -> int:
+        try:
+            return self.index[name]
+        except KeyError:
+            raise InvalidInput(f"unknown node {name!r}", field="node") from None
+
+    def _set_labels(self, row: int, labels: Mapping[str, str]) -> None:
+        for key, column in self.label_columns.items():
+            if key not in labels:
+                column[row] = -1
+        for key, value in labels.items():
+            if key not in self.label_columns:
+                self.label_columns[key] = np.full(len(self.live), -1, dtype=np.int64)
+            vocab = self.label_vocab.setdefault(key, {})
+            self.label_columns[key][row] = vocab.setdefault(value, len(vocab))
+
+    def label_value_id(self, key: str, value: str) -> int:
+        return self.label_vocab.get(key, {}).get(value, -2)  # -2 matches no row (absent is -1)
+
+    def _set_taints(self, row: int, spec: NodeSpec) -> None:
+        self.taint_matrix[row] = False
+        for taint in spec.taints:
+            identity = (taint.key, taint.value, taint.effect)
+            taint_id = self.taint_ids.get(identity)
+            if taint_id is None:
+                taint_id = len(self.taint_ids)
+                self.taint_ids[identity] = taint_id
+                pad = np.zeros((len(self.live), 1), dtype=np.bool_)
+                self.taint_matrix = np.hstack([self.taint_matrix, pad])
+                self._toleration_cache.clear()
+            self.taint_matrix[row, taint_id] = True
+
+    def untolerated_taints(self, tolerations: Iterable[Toleration]) -> tuple[IntArray, IntArray]:
+        """Taint columns the tolerations do not tolerate: (NoSchedule/NoExecute ones, PreferNoSchedule ones).
+        The PreferNoSchedule set considers only tolerations with an empty or PreferNoSchedule effect, as
+        TaintToleration's score does."""
+        tolerations = tuple(tolerations)
+        cached = self._toleration_cache.get(tolerations)
+        if cached is not None:
+            return cached
+        hard, soft = [], []
+        for (key, value, effect), taint_id in self.taint_ids.items():
+            if effect == "PreferNoSchedule":
+                prefer = [t for t in tolerations if t.effect in ("", "PreferNoSchedule")]
+                if not any(t.tolerates(key, value, effect) for t in prefer):
+                    soft.append(taint_id)
+            elif not any(t.tolerates(key, value, effect) for t in tolerations):
+                hard.append(taint_id)
+        result = (np.array(hard, dtype=np.int64), np.array(soft, dtype=np.int64))
+        self._toleration_cache[tolerations] = result
+        return result
+
+    def taint_of(self, taint_id: int) -> tuple[str, str, str]:
+        for identity, found in self.taint_ids.items():
+            if found == taint_id:
+                return identity
+        raise KeyError(taint_id)
+
+    # ------------------------------------------------------------------------------------- pods
+
+    def pod_info(self, pod: PodRequest, previous: PodInfo | None = None) -> PodInfo:
+        """The pod's request as a row vector over this snapshot's columns (new columns added as needed)."""
+        if previous is not None and previous.pod is pod and previous.width == len(self.resources):
+            return previous
+        requests = pod.effective_requests
+        limits = pod.effective_limits
+        for name in (*requests, *limits):
+            if name != "pods":
+                self.resource_column(name)
+        width = len(self.resources)
+        vector = np.zeros(width, dtype=np.int64)
+        limit_vector = np.zeros(width, dtype=np.int64)
+        for name, amount in requests.items():
+            if name != "pods":
+                vector[self.column[name]] = amount
+        for name, amount in limits.items():
+            if name != "pods":
+                limit_vector[self.column[name]] = amount
+        # Where no limit is set the request is the best bound we have (LimitSum sums these).
+        limit_vector = np.where(limit_vector > 0, limit_vector, vector)
+        cpu, memory = nonzero_requests(pod)
+        return PodInfo(
+            pod=pod,
+            requests=requests,
+            vector=vector,
+            requested_columns=np.flatnonzero(vector > 0).astype(np.int64),
+            nonzero_cpu=cpu,
+            nonzero_memory=memory,
+            limits=limit_vector,
+            width=width,
+        )
+
+    def _account(self, record: PodRecord, sign: int) -> None:
+        info, row = record.info, record.row
+        width = len(info.vector)
+        self.requested[row, :width] += sign * info.vector
+        self.limits[row, :width] += sign * info.limits
+        self.nonzero[row, 0] += sign * info.nonzero_cpu
+        self.nonzero[row, 1] += sign * info.nonzero_memory
+        self.pod_count[row] += sign
+        for protocol, port, ip in record.ports:
+            by_ip = self.ports.setdefault((protocol, port), {})
+            if ip not in by_ip:
+                by_ip[ip] = np.zeros(len(self.live), dtype=np.int64)
+            by_ip[ip][row] += sign
+        for counter in self.label_counters.values():
+            counter.add(info.pod.labels, row, sign)
+        self.version[row] += 1
+
+    def assume(self, info: PodInfo, row: int, *, bound: bool = False) -> PodRecord:
+        """Account the pod on `row` at once (kube-scheduler's assume cache); `bind` confirms it later."""
+        uid = info.pod.uid
+        if uid in self.pods:
+            raise InvalidInput(
+                f"pod {uid!r} is already placed on {self.names[self.pods[uid].row]!r}", field="uid"
+            )
+        if not self.live[row]:
+            raise InvalidInput(f"row {row} is not a live node", field="node")
+        ports = tuple((p.protocol, p.port, p.host_ip) for p in info.pod.host_ports)
+        record = PodRecord(info=info, row=row, bound=bound, ports=ports)
+        self._account(record, +1)
+        self.pods[uid] = record
+        self.pods_on_row[row].add(uid)
+        return record
+
+    def bind(self, uid: str) -> None:
+        record = self.pods.get(uid)
+        if record is not None:
+            record.bound = True
+
+    def forget(self, uid: str) -> PodRecord | None:
+        """Undo an assume, or release a bound pod (deletion, eviction). Unknown uids are ignored."""
+        record = self.pods.pop(uid, None)
+        if record is None:
+            return None
+        self._account(record, -1)
+        self.pods_on_row[record.row].discard(uid)
+        return record
+
+    delete = forget
+
+    def add_usage(self, row: int, requested: Mapping[str, int], pods: int) -> None:
+        """Account usage not tied to known pods (a node state given as totals): actual and non-zero
+        requests are both taken to be `requested`."""
+        for name, amount in requested.items():
+            if name != "pods":
+                self.requested[row, self.resource_column(name)] += amount
+        self.nonzero[row, 0] += requested.get("cpu", 0)
+        self.nonzero[row, 1] += requested.get("memory", 0)
+        self.pod_count[row] += pods
+        self.version[row] += 1
+
+    def label_counter(self, keys: tuple[str, ...]) -> LabelCounter:
+        """Pod counts per row by the values of `keys`, built once from the current pods, then incremental."""
+        counter = self.label_counters.get(keys)
+        if counter is None:
+            counter = LabelCounter(keys)
+            for record in self.pods.values():
+                counter.add(record.info.pod.labels, record.row, +1)
+            self.label_counters[keys] = counter
+        return counter
+
+    def port_conflicts(self, pod: PodRequest, rows: IntArray) -> BoolArray:
+        """True where one of the pod's host ports is taken: same protocol and port, and the same host IP
+        or either side on 0.0.0.0 (NodePorts' semantics)."""
+        conflict = np.zeros(len(rows), dtype=np.bool_)
+        for wanted in pod.host_ports:
+            by_ip = self.ports.get((wanted.protocol, wanted.port))
+            if not by_ip:
+                continue
+            for ip, counts in by_ip.items():
+                if wanted.host_ip == "0.0.0.0" or ip in ("0.0.0.0", wanted.host_ip):
+                    conflict |= counts[rows] > 0
+        return conflict
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the per-node arrays (the figure the placement benchmark reports per node)."""
+        arrays = [
+            self.allocatable,
+            self.capacity,
+            self.requested,
+            self.limits,
+            self.nonzero,
+            self.pod_count,
+            self.max_pods,
+            self.unschedulable,
+            self.version,
+            self.live,
+            self.taint_matrix,
+            *self.label_columns.values(),
+            *(counts for by_ip in self.ports.values() for counts in by_ip.values()),
+        ]
+        return sum(int(a.nbytes) for a in arrays)
