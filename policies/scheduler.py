@@ -296,7 +296,9 @@ class Scheduler:
             status = pre_filter.pre_filter(ctx)
             if not status.ok:
                 reasons = status.reasons or (f"rejected by {pre_filter.name}",)
-                return self._fail(queued, profile, reasons, "; ".join(reasons), explain)
+                return self._fail(
+                    queued, profile, reasons, "; ".join(reasons), explain, retry_at=status.retry_at
+                )
 
         # Filter: every plugin sees all surviving nodes at once; the first to reject a node names why.
         nodes = snapshot.live_rows()
@@ -435,6 +437,8 @@ class Scheduler:
         message: str,
         explain: bool,
         rejection: _Rejection | None = None,
+        *,
+        retry_at: float | None = None,
     ) -> Explanation | None:
         if explain:
             empty = np.zeros(0, dtype=np.int64)
@@ -450,6 +454,10 @@ class Scheduler:
         queued.backoff_until = self._now + backoff
         queued.unschedulable_since = self._now
         queued.moved = False
+        if retry_at is not None:
+            # Time alone lifts this rejection: retry then, whether or not the cluster changes.
+            queued.backoff_until = max(queued.backoff_until, retry_at)
+            queued.moved = True
         self._unschedulable[queued.pod.uid] = queued
         return None
 

@@ -56,6 +56,8 @@ def nonzero_requests(pod: PodRequest) -> tuple[int, int]:
     """(cpu millicores, memory bytes) of the pod with the non-zero defaults applied per container, init
     containers included, then overhead: Kubernetes' PodRequests with NonMissingContainerRequests."""
     cpu = memory = 0
+    # Per container, as upstream: a request with no containers at all ({"uid": ...}) adds nothing, while
+    # each container that asks for nothing counts the defaults.
     for container in pod.containers:
         c, m = _container_nonzero(container)
         cpu += c

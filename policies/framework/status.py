@@ -26,15 +26,19 @@ class Status:
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str | None = field(default=None, compare=False)
+    retry_at: float | None = field(default=None, compare=False)
+    """For a rejection that time alone lifts (a backoff): when to try again, cluster change or not."""
 
     @property
     def ok(self) -> bool:
         return self.code in (Code.SUCCESS, Code.SKIP)
 
     @classmethod
-    def unschedulable(cls, *reasons: str, plugin: str | None = None, resolvable: bool = True) -> Status:
+    def unschedulable(
+        cls, *reasons: str, plugin: str | None = None, resolvable: bool = True, retry_at: float | None = None
+    ) -> Status:
         code = Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-        return cls(code, reasons, plugin)
+        return cls(code, reasons, plugin, retry_at)
 
     @classmethod
     def error(cls, reason: str, *, plugin: str | None = None) -> Status:

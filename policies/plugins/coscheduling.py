@@ -100,7 +100,9 @@ class Coscheduling:
         if group is None:
             return SUCCESS
         if ctx.now < group.backoff_until:
-            return Status.unschedulable(f"pod group {group.name} is backing off", plugin=NAME)
+            return Status.unschedulable(
+                f"pod group {group.name} is backing off", plugin=NAME, retry_at=group.backoff_until
+            )
         if len(group.members) < group.min_available:
             known = len(group.members)
             reason = f"pod group {group.name} has {known} of min_available {group.min_available} pods"

@@ -17,7 +17,7 @@ from policies.plugins.noderesources.common import (
     trunc_div,
 )
 
-__all__ = ["NAME", "REASON_TOO_MANY_PODS", "Args", "NodeResourcesFit", "insufficient", "new"]
+__all__ = ["NAME", "REASON_TOO_MANY_PODS", "Args", "NodeResourcesFit", "broken_linear", "insufficient", "new"]
 
 NAME = "NodeResourcesFit"
 REASON_TOO_MANY_PODS = "Too many pods"
@@ -68,6 +68,10 @@ class ScoringStrategy(StrictArgs):
 
 class Args(StrictArgs):
     scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy, alias="scoringStrategy")
+    ignored_resources: list[str] = Field(default_factory=list, alias="ignoredResources")
+    """Extended resources the filter does not check (e.g. ones a device plugin admits itself)."""
+    ignored_resource_groups: list[str] = Field(default_factory=list, alias="ignoredResourceGroups")
+    """Extended resources whose domain (``example.com`` of ``example.com/aaa``) the filter does not check."""
 
 
 class NodeResourcesFit:
@@ -86,10 +90,26 @@ class NodeResourcesFit:
 
     # ---------------------------------------------------------------------------------- filter
 
+    def _checked_columns(self, ctx: CycleContext) -> list[int]:
+        columns: list[int] = ctx.info.requested_columns.tolist()
+        if not (self.args.ignored_resources or self.args.ignored_resource_groups):
+            return columns
+        names = ctx.snapshot.resources
+        return [c for c in columns if not self._ignored(names[c])]
+
+    def _ignored(self, resource: str) -> bool:
+        # Only extended resources can be ignored, as upstream's ignoredExtendedResources.
+        if "/" not in resource:
+            return False
+        return (
+            resource in self.args.ignored_resources
+            or resource.split("/", 1)[0] in self.args.ignored_resource_groups
+        )
+
     def filter(self, ctx: CycleContext, nodes: IntArray) -> BoolArray:
         snapshot, info = ctx.snapshot, ctx.info
         fits: BoolArray = snapshot.pod_count[nodes] < snapshot.max_pods[nodes]
-        for column in info.requested_columns:
+        for column in self._checked_columns(ctx):
             free = snapshot.allocatable[nodes, column] - snapshot.requested[nodes, column]
             fits &= free >= info.vector[column]
         return fits
@@ -98,7 +118,7 @@ class NodeResourcesFit:
         snapshot, info = ctx.snapshot, ctx.info
         # Upstream order: pods, cpu, memory, ephemeral-storage, then extended resources (sorted here, as
         # Go's map order is random).
-        columns = sorted(info.requested_columns.tolist(), key=lambda c: (c >= 3, snapshot.resources[c]))
+        columns = sorted(self._checked_columns(ctx), key=lambda c: (c >= 3, snapshot.resources[c]))
         result = []
         for row in nodes.tolist():
             found = []
@@ -134,7 +154,7 @@ class NodeResourcesFit:
                 utilization = np.where(
                     requested > allocatable, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe
                 )
-                score = self._shape(utilization)
+                score = broken_linear(self.shape_u, self.shape_s, utilization)
                 counted = present & (score > 0)  # resources scoring 0 drop out of the weight sum
             node_score += np.where(counted, score * weight, 0)
             weight_sum += np.where(counted, weight, 0)
@@ -147,19 +167,20 @@ class NodeResourcesFit:
         final: IntArray = np.where(has_weight, result, 0)
         return final
 
-    def _shape(self, utilization: IntArray) -> IntArray:
-        """helper.BuildBrokenLinearFunction: the first point with p ≤ utilization decides, interpolating
-        from the point before it with truncating division."""
-        u, s = self.shape_u, self.shape_s
-        result = np.full(len(utilization), s[-1], dtype=np.int64)
-        for i in range(len(u) - 1, -1, -1):
-            at_or_below = utilization <= u[i]
-            if i == 0:
-                value: Any = s[0]
-            else:
-                value = s[i - 1] + trunc_div((s[i] - s[i - 1]) * (utilization - u[i - 1]), u[i] - u[i - 1])
-            result = np.where(at_or_below, value, result)
-        return result
+
+def broken_linear(utilizations: list[int], scores: list[int], utilization: IntArray) -> IntArray:
+    """helper.BuildBrokenLinearFunction: the first point with p ≤ its utilization decides, interpolating
+    from the point before it with Go's truncating division."""
+    result = np.full(len(utilization), scores[-1], dtype=np.int64)
+    for i in range(len(utilizations) - 1, -1, -1):
+        at_or_below = utilization <= utilizations[i]
+        if i == 0:
+            value: Any = scores[0]
+        else:
+            rise = (scores[i] - scores[i - 1]) * (utilization - utilizations[i - 1])
+            value = scores[i - 1] + trunc_div(rise, utilizations[i] - utilizations[i - 1])
+        result = np.where(at_or_below, value, result)
+    return result
 
 
 def new(args: Args | None, handle: object) -> NodeResourcesFit:

@@ -1,0 +1,154 @@
+"""NodeResourcesFit and BalancedAllocation against SPEC 8's numbers and kube-scheduler's integer rules."""
+
+import numpy as np
+import pytest
+
+from policies.plugins.noderesources.fit import broken_linear
+from tests.policies.builders import GI, node, place, pod, profile, scheduler
+
+SEED_001_NODES = [
+    node(f"m{i}", cpu=64, memory="64Gi", pods=110, pod_requests=[pod(f"base{i}", cpu=c, memory=f"{m}Gi")])
+    for i, (c, m) in enumerate([(50, 10), (30, 30), (10, 50)], start=1)
+]
+
+
+def scores_of(s, p, plugin):
+    return s.explain(p).scores[plugin]
+
+
+def test_seed_001_first_pod_scores_as_kubernetes_does_and_goes_to_machine_2():
+    s = scheduler(SEED_001_NODES)
+    first = pod("p1", cpu=2, memory="10Gi")
+    explanation = s.explain(first)
+    # The seed's float formula gives 43.75 everywhere; Kubernetes' integer truncation gives 43.
+    assert explanation.scores["NodeResourcesFit"] == {"m1": 43, "m2": 43, "m3": 43}
+    # 75, 93.75 and 62.5 (the seed's 25 is an arithmetic slip), truncated.
+    assert explanation.scores["NodeResourcesBalancedAllocation"] == {"m1": 75, "m2": 93, "m3": 62}
+    assert explanation.selected == "m2"
+
+
+def test_seed_001_second_pod_sees_the_first_and_also_goes_to_machine_2():
+    s = scheduler(SEED_001_NODES)
+    assert place(s, pod("p1", cpu=2, memory="10Gi")) == {"p1": "m2"}
+    second = pod("p2", cpu=5, memory="5Gi")
+    explanation = s.explain(second)
+    assert explanation.scores["NodeResourcesFit"] == {"m1": 45, "m2": 35, "m3": 45}  # 45.3, 35.9, 45.3
+    assert explanation.scores["NodeResourcesBalancedAllocation"] == {"m1": 68, "m2": 93, "m3": 68}
+    assert explanation.selected == "m2"
+
+
+def rtcr(shape, resources=None):
+    resources = resources or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+    return profile(score=[("NodeResourcesFit", 1)], config={"NodeResourcesFit": {"scoringStrategy": {
+        "type": "RequestedToCapacityRatio", "resources": resources,
+        "requestedToCapacityRatio": {"shape": [{"utilization": u, "score": v} for u, v in shape]}}}})
+
+
+def test_requested_to_capacity_ratio_scores_the_spec_example_38():
+    s = scheduler([node("n", cpu=4, memory=10000)], rtcr([(0, 10), (100, 0)]))
+    # cpu 75 % → 25, memory 50 % → 50; (25 + 50) / 2 = 37.5 rounds half away from zero to 38.
+    assert scores_of(s, pod("p", cpu=3, memory=5000, scheduler_name="test"), "NodeResourcesFit") == {"n": 38}
+
+
+def test_balanced_allocation_scores_the_spec_example_87():
+    s = scheduler([node("n", cpu=4, memory=10000)])
+    assert scores_of(s, pod("p", cpu=3, memory=5000), "NodeResourcesBalancedAllocation") == {"n": 87}
+
+
+@pytest.mark.parametrize(
+    ("case", "points", "utilization", "expected"),
+    [
+        ("a falling segment truncates toward zero at 50", [(0, 2), (40, 10), (100, 0)], 50, 9),
+        ("a falling segment truncates toward zero at 70", [(0, 2), (40, 10), (100, 0)], 70, 5),
+        ("the first point holds at and below its utilization", [(10, 3), (100, 9)], 5, 3),
+        ("past the last point the last score holds", [(0, 0), (80, 10)], 95, 10),
+        ("a rising segment floors", [(0, 0), (100, 10)], 55, 5),
+    ],
+)
+def test_the_shape_function_is_kubernetes_broken_linear_function(case, points, utilization, expected):
+    u, s = zip(*points, strict=True)
+    assert broken_linear(list(u), list(s), np.array([utilization]))[0] == expected
+
+
+def test_resources_scoring_zero_drop_out_of_the_weight_sum():
+    # memory at 0 % scores 0 on a rising shape and leaves the mean: cpu 50 % → 50, not (50 + 0) / 2.
+    s = scheduler([node("n", cpu=4, memory="8Gi")], rtcr([(0, 0), (100, 10)]))
+    assert scores_of(s, pod("p", cpu=2, memory=0, scheduler_name="test"), "NodeResourcesFit") == {"n": 50}
+
+
+def test_rounding_is_half_away_from_zero_not_bankers():
+    # cpu 20 % → 20 and memory 25 % → 25: (20 + 25) / 2 = 22.5 → 23 (banker's rounding would give 22).
+    s = scheduler([node("n", cpu=100, memory=1000)], rtcr([(0, 0), (100, 10)]))
+    assert scores_of(s, pod("p", cpu=20, memory=250, scheduler_name="test"), "NodeResourcesFit") == {"n": 23}
+
+
+LEAST = profile(score=[("NodeResourcesFit", 1)])
+BALANCED = profile(score=[("NodeResourcesBalancedAllocation", 1)])
+
+
+def test_a_pod_without_requests_counts_100m_and_200mi_for_least_allocated():
+    s = scheduler([node("n", cpu=1, memory=GI)], LEAST)
+    # cpu (1000 - 100)·100/1000 = 90; memory (1024 - 200)·100/1024 = 80.47 → 80; (90 + 80) / 2 = 85.
+    assert scores_of(s, pod("p", scheduler_name="test", containers=[{}]), "NodeResourcesFit") == {"n": 85}
+
+
+def test_a_pod_with_no_containers_adds_nothing_for_least_allocated_as_upstream():
+    s = scheduler([node("n", cpu=1, memory=GI)], LEAST)
+    assert scores_of(s, pod("p", scheduler_name="test"), "NodeResourcesFit") == {"n": 100}
+
+
+def test_a_pod_without_requests_counts_nothing_for_balanced_allocation():
+    s = scheduler([node("n", cpu=1, memory=GI)], BALANCED)
+    assert scores_of(s, pod("p", scheduler_name="test"), "NodeResourcesBalancedAllocation") == {"n": 100}
+
+
+def test_pods_already_on_a_node_without_requests_count_the_defaults_for_scoring_but_not_for_fit():
+    busy = node("n", cpu=1, memory=GI, pod_requests=[pod(f"e{i}", containers=[{}]) for i in range(9)])
+    s = scheduler([busy], LEAST)
+    # Nine request-less pods count 900m for scoring, so a 100m pod leaves 0 % free cpu ...
+    explanation = s.explain(pod("p", cpu="100m", memory="1Mi", scheduler_name="test"))
+    cpu_score = (1000 - 1000) * 100 // 1000
+    memory_score = 0  # 9 × 200Mi + 1Mi > 1Gi
+    assert explanation.scores["NodeResourcesFit"] == {"n": (cpu_score + memory_score) // 2}
+    # ... yet the Fit filter uses actual requests (zero), so a full-size pod still fits.
+    assert s.explain(pod("q", cpu=1, memory=GI, scheduler_name="test")).feasible == ["n"]
+
+
+def test_a_resource_with_zero_allocatable_is_skipped():
+    config = {"NodeResourcesFit": {"scoringStrategy": {"type": "LeastAllocated", "resources": [
+        {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": "ephemeral-storage", "weight": 5}]}}}
+    s = scheduler([node("n", cpu=4, memory="8Gi")], profile(score=[("NodeResourcesFit", 1)], config=config))
+    # ephemeral-storage has no allocatable here, so only cpu (50) and memory (50) count.
+    assert scores_of(s, pod("p", cpu=2, memory="4Gi", scheduler_name="test"), "NodeResourcesFit") == {"n": 50}
+
+
+def test_an_extended_resource_the_pod_does_not_request_is_skipped():
+    config = {"NodeResourcesFit": {"scoringStrategy": {"type": "MostAllocated", "resources": [
+        {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": "nvidia.com/gpu", "weight": 3}]}}}
+    gpu_node = node("g", cpu=4, memory="8Gi", extra={"nvidia.com/gpu": 4})
+    s = scheduler([gpu_node], profile(score=[("NodeResourcesFit", 1)], config=config))
+    assert scores_of(s, pod("p", cpu=2, memory="4Gi", scheduler_name="test"), "NodeResourcesFit") == {"g": 50}
+    with_gpu = pod("q", cpu=2, memory="4Gi", scheduler_name="test", requests={"nvidia.com/gpu": 4})
+    # (50·1 + 50·1 + 100·3) / 5 = 80
+    assert scores_of(s, with_gpu, "NodeResourcesFit") == {"g": 80}
+
+
+@pytest.mark.parametrize(
+    ("case", "free_node", "incoming", "reasons"),
+    [
+        ("a pod that fits exactly is feasible", node("n", cpu=2, memory="1Gi"), pod("p", cpu=2, memory="1Gi"), None),
+        ("too little cpu is reported by name", node("n", cpu=1, memory="1Gi"), pod("p", cpu=2), ["Insufficient cpu"]),
+        ("every short resource is listed in upstream order", node("n", cpu=1, memory="1Gi"),
+         pod("p", cpu=2, memory="2Gi"), ["Insufficient cpu", "Insufficient memory"]),
+        ("a full node says too many pods", node("n", pods=1, pod_requests=[pod("x")]), pod("p"), ["Too many pods"]),
+        ("an extended resource the node lacks is insufficient", node("n"),
+         pod("p", requests={"nvidia.com/gpu": 1}), ["Insufficient nvidia.com/gpu"]),
+    ],
+)
+def test_the_fit_filter_reports_what_is_short(case, free_node, incoming, reasons):
+    explanation = scheduler([free_node]).explain(incoming)
+    if reasons is None:
+        assert explanation.feasible == ["n"]
+    else:
+        assert explanation.filtered == {"n": reasons}
+        assert explanation.selected is None
