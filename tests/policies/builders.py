@@ -24,13 +24,21 @@ def pod(uid: str, cpu: Any = None, memory: Any = None, **fields: Any) -> PodRequ
     return PodRequest.model_validate({"uid": uid, **fields})
 
 
-def profile(name: str = "test", *, score: list[tuple[str, int]] | None = None, filters: list[str] | None = None,
-            config: dict[str, Any] | None = None, **plugins: Any) -> dict[str, Any]:
+def profile(
+    name: str = "test",
+    *,
+    score: list[tuple[str, int]] | None = None,
+    filters: list[str] | None = None,
+    config: dict[str, Any] | None = None,
+    **plugins: Any,
+) -> dict[str, Any]:
     """A profile document; `score` replaces the default score plugins, `filters` adds filter plugins."""
     document: dict[str, Any] = {"schedulerName": name, "plugins": dict(plugins)}
     if score is not None:
-        document["plugins"]["score"] = {"disabled": [{"name": "*"}],
-                                        "enabled": [{"name": n, "weight": w} for n, w in score]}
+        document["plugins"]["score"] = {
+            "disabled": [{"name": "*"}],
+            "enabled": [{"name": n, "weight": w} for n, w in score],
+        }
     if filters:
         document["plugins"]["filter"] = {"enabled": [{"name": n} for n in filters]}
     if config:

@@ -3,13 +3,23 @@
 from policies.scheduler import Placed, Unschedulable, Waiting
 from tests.policies.builders import node, pod, scheduler
 
-GANG = {"schedulerName": "gang", "plugins": {"queueSort": {"disabled": [{"name": "*"}]},
-                                             "multiPoint": {"enabled": [{"name": "Coscheduling"}]}}}
+GANG = {
+    "schedulerName": "gang",
+    "plugins": {
+        "queueSort": {"disabled": [{"name": "*"}]},
+        "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+    },
+}
 
 
 def member(group, index, cpu=1, min_available=4, timeout_s=30, priority=0):
-    return pod(f"{group}-{index}", cpu=cpu, scheduler_name="gang", priority=priority,
-               pod_group={"name": group, "min_available": min_available, "timeout_s": timeout_s})
+    return pod(
+        f"{group}-{index}",
+        cpu=cpu,
+        scheduler_name="gang",
+        priority=priority,
+        pod_group={"name": group, "min_available": min_available, "timeout_s": timeout_s},
+    )
 
 
 def outcomes_by_kind(outcomes):

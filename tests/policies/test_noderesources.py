@@ -39,9 +39,18 @@ def test_seed_001_second_pod_sees_the_first_and_also_goes_to_machine_2():
 
 def rtcr(shape, resources=None):
     resources = resources or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
-    return profile(score=[("NodeResourcesFit", 1)], config={"NodeResourcesFit": {"scoringStrategy": {
-        "type": "RequestedToCapacityRatio", "resources": resources,
-        "requestedToCapacityRatio": {"shape": [{"utilization": u, "score": v} for u, v in shape]}}}})
+    return profile(
+        score=[("NodeResourcesFit", 1)],
+        config={
+            "NodeResourcesFit": {
+                "scoringStrategy": {
+                    "type": "RequestedToCapacityRatio",
+                    "resources": resources,
+                    "requestedToCapacityRatio": {"shape": [{"utilization": u, "score": v} for u, v in shape]},
+                }
+            }
+        },
+    )
 
 
 def test_requested_to_capacity_ratio_scores_the_spec_example_38():
@@ -115,16 +124,36 @@ def test_pods_already_on_a_node_without_requests_count_the_defaults_for_scoring_
 
 
 def test_a_resource_with_zero_allocatable_is_skipped():
-    config = {"NodeResourcesFit": {"scoringStrategy": {"type": "LeastAllocated", "resources": [
-        {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": "ephemeral-storage", "weight": 5}]}}}
+    config = {
+        "NodeResourcesFit": {
+            "scoringStrategy": {
+                "type": "LeastAllocated",
+                "resources": [
+                    {"name": "cpu", "weight": 1},
+                    {"name": "memory", "weight": 1},
+                    {"name": "ephemeral-storage", "weight": 5},
+                ],
+            }
+        }
+    }
     s = scheduler([node("n", cpu=4, memory="8Gi")], profile(score=[("NodeResourcesFit", 1)], config=config))
     # ephemeral-storage has no allocatable here, so only cpu (50) and memory (50) count.
     assert scores_of(s, pod("p", cpu=2, memory="4Gi", scheduler_name="test"), "NodeResourcesFit") == {"n": 50}
 
 
 def test_an_extended_resource_the_pod_does_not_request_is_skipped():
-    config = {"NodeResourcesFit": {"scoringStrategy": {"type": "MostAllocated", "resources": [
-        {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": "nvidia.com/gpu", "weight": 3}]}}}
+    config = {
+        "NodeResourcesFit": {
+            "scoringStrategy": {
+                "type": "MostAllocated",
+                "resources": [
+                    {"name": "cpu", "weight": 1},
+                    {"name": "memory", "weight": 1},
+                    {"name": "nvidia.com/gpu", "weight": 3},
+                ],
+            }
+        }
+    }
     gpu_node = node("g", cpu=4, memory="8Gi", extra={"nvidia.com/gpu": 4})
     s = scheduler([gpu_node], profile(score=[("NodeResourcesFit", 1)], config=config))
     assert scores_of(s, pod("p", cpu=2, memory="4Gi", scheduler_name="test"), "NodeResourcesFit") == {"g": 50}
@@ -136,13 +165,36 @@ def test_an_extended_resource_the_pod_does_not_request_is_skipped():
 @pytest.mark.parametrize(
     ("case", "free_node", "incoming", "reasons"),
     [
-        ("a pod that fits exactly is feasible", node("n", cpu=2, memory="1Gi"), pod("p", cpu=2, memory="1Gi"), None),
-        ("too little cpu is reported by name", node("n", cpu=1, memory="1Gi"), pod("p", cpu=2), ["Insufficient cpu"]),
-        ("every short resource is listed in upstream order", node("n", cpu=1, memory="1Gi"),
-         pod("p", cpu=2, memory="2Gi"), ["Insufficient cpu", "Insufficient memory"]),
-        ("a full node says too many pods", node("n", pods=1, pod_requests=[pod("x")]), pod("p"), ["Too many pods"]),
-        ("an extended resource the node lacks is insufficient", node("n"),
-         pod("p", requests={"nvidia.com/gpu": 1}), ["Insufficient nvidia.com/gpu"]),
+        (
+            "a pod that fits exactly is feasible",
+            node("n", cpu=2, memory="1Gi"),
+            pod("p", cpu=2, memory="1Gi"),
+            None,
+        ),
+        (
+            "too little cpu is reported by name",
+            node("n", cpu=1, memory="1Gi"),
+            pod("p", cpu=2),
+            ["Insufficient cpu"],
+        ),
+        (
+            "every short resource is listed in upstream order",
+            node("n", cpu=1, memory="1Gi"),
+            pod("p", cpu=2, memory="2Gi"),
+            ["Insufficient cpu", "Insufficient memory"],
+        ),
+        (
+            "a full node says too many pods",
+            node("n", pods=1, pod_requests=[pod("x")]),
+            pod("p"),
+            ["Too many pods"],
+        ),
+        (
+            "an extended resource the node lacks is insufficient",
+            node("n"),
+            pod("p", requests={"nvidia.com/gpu": 1}),
+            ["Insufficient nvidia.com/gpu"],
+        ),
     ],
 )
 def test_the_fit_filter_reports_what_is_short(case, free_node, incoming, reasons):

@@ -3,7 +3,10 @@
 from policies.scheduler import Evicted, Placed, Unschedulable
 from tests.policies.builders import node, pod, scheduler
 
-PREEMPTING = {"schedulerName": "preempt", "plugins": {"postFilter": {"enabled": [{"name": "DefaultPreemption"}]}}}
+PREEMPTING = {
+    "schedulerName": "preempt",
+    "plugins": {"postFilter": {"enabled": [{"name": "DefaultPreemption"}]}},
+}
 
 
 def resident(uid, cpu, priority):
@@ -40,8 +43,10 @@ def test_preemption_prefers_lower_priority_victims_at_equal_count():
 
 
 def test_no_pod_is_evicted_when_eviction_cannot_help():
-    nodes = [node("a", cpu=2, pod_requests=[resident("a1", 1, 100)]),
-             node("b", cpu=2, unschedulable=True, pod_requests=[resident("b1", 2, 0)])]
+    nodes = [
+        node("a", cpu=2, pod_requests=[resident("a1", 1, 100)]),
+        node("b", cpu=2, unschedulable=True, pod_requests=[resident("b1", 2, 0)]),
+    ]
     s = scheduler(nodes, PREEMPTING)
     s.add_pod(resident("vip", 2, 50), 0)
     outcomes = s.schedule(0)

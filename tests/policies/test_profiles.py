@@ -16,29 +16,57 @@ def score_chain(profile):
 
 def test_an_empty_profile_is_the_default_plugin_set_in_upstream_order():
     profile = parse_profile({"schedulerName": "p"})
-    assert names(profile.filter) == ["NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts",
-                                     "NodeResourcesFit"]
-    assert score_chain(profile) == [("TaintToleration", 3), ("NodeResourcesFit", 1),
-                                    ("NodeResourcesBalancedAllocation", 1)]
+    assert names(profile.filter) == [
+        "NodeUnschedulable",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+    ]
+    assert score_chain(profile) == [
+        ("TaintToleration", 3),
+        ("NodeResourcesFit", 1),
+        ("NodeResourcesBalancedAllocation", 1),
+    ]
     assert profile.queue_sort.name == "PrioritySort"
 
 
 def test_disabling_star_removes_the_defaults_but_keeps_the_profiles_own_plugins():
-    profile = parse_profile({"schedulerName": "p", "plugins": {"score": {
-        "disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesBalancedAllocation", "weight": 7}]}}})
+    profile = parse_profile(
+        {
+            "schedulerName": "p",
+            "plugins": {
+                "score": {
+                    "disabled": [{"name": "*"}],
+                    "enabled": [{"name": "NodeResourcesBalancedAllocation", "weight": 7}],
+                }
+            },
+        }
+    )
     assert score_chain(profile) == [("NodeResourcesBalancedAllocation", 7)]
 
 
 def test_a_default_enabled_again_keeps_its_place_and_takes_the_new_weight():
-    profile = parse_profile({"schedulerName": "p", "plugins": {"score": {
-        "enabled": [{"name": "NodeResourcesFit", "weight": 5}]}}})
-    assert score_chain(profile) == [("TaintToleration", 3), ("NodeResourcesFit", 5),
-                                    ("NodeResourcesBalancedAllocation", 1)]
+    profile = parse_profile(
+        {"schedulerName": "p", "plugins": {"score": {"enabled": [{"name": "NodeResourcesFit", "weight": 5}]}}}
+    )
+    assert score_chain(profile) == [
+        ("TaintToleration", 3),
+        ("NodeResourcesFit", 5),
+        ("NodeResourcesBalancedAllocation", 1),
+    ]
 
 
 def test_multi_point_enables_a_plugin_at_every_point_it_implements():
-    profile = parse_profile({"schedulerName": "p", "plugins": {
-        "queueSort": {"disabled": [{"name": "*"}]}, "multiPoint": {"enabled": [{"name": "Coscheduling"}]}}})
+    profile = parse_profile(
+        {
+            "schedulerName": "p",
+            "plugins": {
+                "queueSort": {"disabled": [{"name": "*"}]},
+                "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+            },
+        }
+    )
     assert profile.queue_sort.name == "Coscheduling"
     assert names(profile.pre_filter) == ["Coscheduling"]
     assert names(profile.permit) == ["Coscheduling"]
@@ -53,8 +81,22 @@ def test_one_plugin_instance_serves_every_point_it_is_enabled_at():
 
 
 def test_plugin_args_are_applied():
-    profile = parse_profile({"schedulerName": "p", "pluginConfig": [{"name": "NodeResourcesFit", "args": {
-        "scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 2}]}}}]})
+    profile = parse_profile(
+        {
+            "schedulerName": "p",
+            "pluginConfig": [
+                {
+                    "name": "NodeResourcesFit",
+                    "args": {
+                        "scoringStrategy": {
+                            "type": "MostAllocated",
+                            "resources": [{"name": "cpu", "weight": 2}],
+                        }
+                    },
+                }
+            ],
+        }
+    )
     fit = profile.plugin("NodeResourcesFit")
     assert (fit.strategy, fit.resources) == ("MostAllocated", [("cpu", 2)])
 
@@ -64,36 +106,104 @@ def test_every_builtin_profile_loads():
 
 
 BAD = [
-    ("an unknown plugin is named", {"plugins": {"score": {"enabled": [{"name": "NodeMagic"}]}}},
-     "unknown plugin NodeMagic"),
-    ("a weight above 100 is refused", {"plugins": {"score": {"enabled": [{"name": "TaintToleration",
-                                                                            "weight": 101}]}}},
-     "weight must be an integer in 1..100"),
-    ("a negative weight is refused", {"plugins": {"score": {"enabled": [{"name": "TaintToleration",
-                                                                           "weight": -1}]}}},
-     "weight must be an integer in 1..100"),
-    ("a shape that is not increasing is refused", {"pluginConfig": [{"name": "NodeResourcesFit", "args": {
-        "scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [
-            {"utilization": 50, "score": 1}, {"utilization": 50, "score": 5}]}}}}]},
-     "increasing order"),
-    ("a shape score above 10 is refused", {"pluginConfig": [{"name": "NodeResourcesFit", "args": {
-        "scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [
-            {"utilization": 0, "score": 11}]}}}}]}, "less than or equal to 10"),
-    ("an unknown resource name is refused", {"pluginConfig": [{"name": "NodeResourcesFit", "args": {
-        "scoringStrategy": {"resources": [{"name": "gpu"}]}}}]}, "unknown resource name 'gpu'"),
-    ("a RequestedToCapacityRatio strategy needs a shape", {"pluginConfig": [{"name": "NodeResourcesFit",
-        "args": {"scoringStrategy": {"type": "RequestedToCapacityRatio"}}}]}, "shape is required"),
-    ("an unknown strategy is refused", {"pluginConfig": [{"name": "NodeResourcesFit", "args": {
-        "scoringStrategy": {"type": "Random"}}}]}, "scoringStrategy.type"),
-    ("an unknown argument is refused", {"pluginConfig": [{"name": "NodeResourcesFit", "args": {"speed": 1}}]},
-     "speed: unknown field"),
-    ("a plugin at a point it does not implement is refused",
-     {"plugins": {"score": {"enabled": [{"name": "NodePorts"}]}}}, "NodePorts does not implement score"),
+    (
+        "an unknown plugin is named",
+        {"plugins": {"score": {"enabled": [{"name": "NodeMagic"}]}}},
+        "unknown plugin NodeMagic",
+    ),
+    (
+        "a weight above 100 is refused",
+        {"plugins": {"score": {"enabled": [{"name": "TaintToleration", "weight": 101}]}}},
+        "weight must be an integer in 1..100",
+    ),
+    (
+        "a negative weight is refused",
+        {"plugins": {"score": {"enabled": [{"name": "TaintToleration", "weight": -1}]}}},
+        "weight must be an integer in 1..100",
+    ),
+    (
+        "a shape that is not increasing is refused",
+        {
+            "pluginConfig": [
+                {
+                    "name": "NodeResourcesFit",
+                    "args": {
+                        "scoringStrategy": {
+                            "type": "RequestedToCapacityRatio",
+                            "requestedToCapacityRatio": {
+                                "shape": [{"utilization": 50, "score": 1}, {"utilization": 50, "score": 5}]
+                            },
+                        }
+                    },
+                }
+            ]
+        },
+        "increasing order",
+    ),
+    (
+        "a shape score above 10 is refused",
+        {
+            "pluginConfig": [
+                {
+                    "name": "NodeResourcesFit",
+                    "args": {
+                        "scoringStrategy": {
+                            "type": "RequestedToCapacityRatio",
+                            "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 11}]},
+                        }
+                    },
+                }
+            ]
+        },
+        "less than or equal to 10",
+    ),
+    (
+        "an unknown resource name is refused",
+        {
+            "pluginConfig": [
+                {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"resources": [{"name": "gpu"}]}}}
+            ]
+        },
+        "unknown resource name 'gpu'",
+    ),
+    (
+        "a RequestedToCapacityRatio strategy needs a shape",
+        {
+            "pluginConfig": [
+                {
+                    "name": "NodeResourcesFit",
+                    "args": {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
+                }
+            ]
+        },
+        "shape is required",
+    ),
+    (
+        "an unknown strategy is refused",
+        {"pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Random"}}}]},
+        "scoringStrategy.type",
+    ),
+    (
+        "an unknown argument is refused",
+        {"pluginConfig": [{"name": "NodeResourcesFit", "args": {"speed": 1}}]},
+        "speed: unknown field",
+    ),
+    (
+        "a plugin at a point it does not implement is refused",
+        {"plugins": {"score": {"enabled": [{"name": "NodePorts"}]}}},
+        "NodePorts does not implement score",
+    ),
     ("an unknown extension point is refused", {"plugins": {"scoring": {}}}, "unknown extension point"),
-    ("args for an unknown plugin are refused", {"pluginConfig": [{"name": "Nope", "args": {}}]},
-     "unknown plugin Nope"),
-    ("two queue sorts are refused", {"plugins": {"queueSort": {"enabled": [{"name": "QOSSort"}]}}},
-     "exactly one queueSort"),
+    (
+        "args for an unknown plugin are refused",
+        {"pluginConfig": [{"name": "Nope", "args": {}}]},
+        "unknown plugin Nope",
+    ),
+    (
+        "two queue sorts are refused",
+        {"plugins": {"queueSort": {"enabled": [{"name": "QOSSort"}]}}},
+        "exactly one queueSort",
+    ),
     ("an unknown profile field is refused", {"schedulingMode": "fast"}, "unknown field schedulingMode"),
 ]
 
@@ -116,8 +226,16 @@ def test_a_configuration_with_two_profiles_of_one_name_is_refused():
 def test_a_profile_can_be_replaced_while_others_keep_running():
     profiles = ProfileSet.builtin()
     before = profiles.get("default")
-    profiles.replace(parse_profile({"schedulerName": "default", "plugins": {"score": {
-        "disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}}}))
+    profiles.replace(
+        parse_profile(
+            {
+                "schedulerName": "default",
+                "plugins": {
+                    "score": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}
+                },
+            }
+        )
+    )
     assert profiles.get("default") is not before
     assert score_chain(profiles.get("default")) == [("NodeResourcesFit", 1)]
     assert profiles.get("binpack") is not None

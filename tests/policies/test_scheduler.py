@@ -11,38 +11,91 @@ TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 @pytest.mark.parametrize(
     ("case", "nodes", "incoming", "feasible", "filtered"),
     [
-        ("a NoSchedule taint keeps an intolerant pod away",
-         [node("a", taints=[TAINT]), node("b")], pod("p"), ["b"],
-         {"a": ["node(s) had untolerated taint {dedicated: gpu}"]}),
-        ("a matching toleration lets the pod on",
-         [node("a", taints=[TAINT])], pod("p", tolerations=[{"key": "dedicated", "value": "gpu"}]), ["a"], {}),
-        ("a PreferNoSchedule taint filters nothing",
-         [node("a", taints=[{**TAINT, "effect": "PreferNoSchedule"}])], pod("p"), ["a"], {}),
-        ("the node selector must match a label",
-         [node("a", labels={"zone": "x"}), node("b", labels={"zone": "y"})], pod("p", node_selector={"zone": "y"}),
-         ["b"], {"a": ["node(s) didn't match Pod's node affinity/selector"]}),
-        ("a selector on a label no node has matches nothing",
-         [node("a")], pod("p", node_selector={"gpu": "a100"}), [],
-         {"a": ["node(s) didn't match Pod's node affinity/selector"]}),
-        ("required affinity terms are ORed and their expressions ANDed",
-         [node("a", labels={"zone": "x", "size": "8"}), node("b", labels={"zone": "y", "size": "2"}),
-          node("c", labels={"zone": "z"})],
-         pod("p", node_affinity=[
-             {"match_expressions": [{"key": "zone", "operator": "In", "values": ["x"]},
-                                    {"key": "size", "operator": "Gt", "values": ["4"]}]},
-             {"match_expressions": [{"key": "zone", "operator": "NotIn", "values": ["x", "z"]}]}]),
-         ["a", "b"], {"c": ["node(s) didn't match Pod's node affinity/selector"]}),
-        ("a cordoned node takes no pods", [node("a", unschedulable=True), node("b")], pod("p"), ["b"],
-         {"a": ["node(s) were unschedulable"]}),
-        ("a host port in use rules the node out",
-         [node("a", pod_requests=[pod("x", host_ports=[8080])]), node("b")], pod("p", host_ports=[8080]), ["b"],
-         {"a": ["node(s) didn't have free ports for the requested pod ports"]}),
-        ("a port on another protocol does not clash",
-         [node("a", pod_requests=[pod("x", host_ports=[{"port": 53, "protocol": "UDP"}])])],
-         pod("p", host_ports=[53]), ["a"], {}),
-        ("the first filter to reject a node names the reason",
-         [node("a", unschedulable=True, taints=[TAINT], cpu=1)], pod("p", cpu=8), [],
-         {"a": ["node(s) were unschedulable"]}),
+        (
+            "a NoSchedule taint keeps an intolerant pod away",
+            [node("a", taints=[TAINT]), node("b")],
+            pod("p"),
+            ["b"],
+            {"a": ["node(s) had untolerated taint {dedicated: gpu}"]},
+        ),
+        (
+            "a matching toleration lets the pod on",
+            [node("a", taints=[TAINT])],
+            pod("p", tolerations=[{"key": "dedicated", "value": "gpu"}]),
+            ["a"],
+            {},
+        ),
+        (
+            "a PreferNoSchedule taint filters nothing",
+            [node("a", taints=[{**TAINT, "effect": "PreferNoSchedule"}])],
+            pod("p"),
+            ["a"],
+            {},
+        ),
+        (
+            "the node selector must match a label",
+            [node("a", labels={"zone": "x"}), node("b", labels={"zone": "y"})],
+            pod("p", node_selector={"zone": "y"}),
+            ["b"],
+            {"a": ["node(s) didn't match Pod's node affinity/selector"]},
+        ),
+        (
+            "a selector on a label no node has matches nothing",
+            [node("a")],
+            pod("p", node_selector={"gpu": "a100"}),
+            [],
+            {"a": ["node(s) didn't match Pod's node affinity/selector"]},
+        ),
+        (
+            "required affinity terms are ORed and their expressions ANDed",
+            [
+                node("a", labels={"zone": "x", "size": "8"}),
+                node("b", labels={"zone": "y", "size": "2"}),
+                node("c", labels={"zone": "z"}),
+            ],
+            pod(
+                "p",
+                node_affinity=[
+                    {
+                        "match_expressions": [
+                            {"key": "zone", "operator": "In", "values": ["x"]},
+                            {"key": "size", "operator": "Gt", "values": ["4"]},
+                        ]
+                    },
+                    {"match_expressions": [{"key": "zone", "operator": "NotIn", "values": ["x", "z"]}]},
+                ],
+            ),
+            ["a", "b"],
+            {"c": ["node(s) didn't match Pod's node affinity/selector"]},
+        ),
+        (
+            "a cordoned node takes no pods",
+            [node("a", unschedulable=True), node("b")],
+            pod("p"),
+            ["b"],
+            {"a": ["node(s) were unschedulable"]},
+        ),
+        (
+            "a host port in use rules the node out",
+            [node("a", pod_requests=[pod("x", host_ports=[8080])]), node("b")],
+            pod("p", host_ports=[8080]),
+            ["b"],
+            {"a": ["node(s) didn't have free ports for the requested pod ports"]},
+        ),
+        (
+            "a port on another protocol does not clash",
+            [node("a", pod_requests=[pod("x", host_ports=[{"port": 53, "protocol": "UDP"}])])],
+            pod("p", host_ports=[53]),
+            ["a"],
+            {},
+        ),
+        (
+            "the first filter to reject a node names the reason",
+            [node("a", unschedulable=True, taints=[TAINT], cpu=1)],
+            pod("p", cpu=8),
+            [],
+            {"a": ["node(s) were unschedulable"]},
+        ),
     ],
 )
 def test_filters_drop_nodes_with_upstream_reasons(case, nodes, incoming, feasible, filtered):
@@ -56,8 +109,9 @@ def test_a_pod_that_fits_nowhere_gets_kubernetes_fit_error():
     s.add_pod(pod("big", cpu=2), 0)
     [outcome] = s.schedule(0)
     assert isinstance(outcome, Unschedulable)
-    assert outcome.message == ("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
-                               "2 Insufficient cpu.")
+    assert outcome.message == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu."
+    )
     assert outcome.reasons == ("1 node(s) had untolerated taint {dedicated: gpu}", "2 Insufficient cpu")
 
 
@@ -68,12 +122,18 @@ def test_higher_priority_pods_are_placed_first():
 
 
 def test_qos_sort_prefers_guaranteed_pods_at_equal_priority():
-    qos = {"schedulerName": "qos", "plugins": {"queueSort": {"disabled": [{"name": "*"}],
-                                                             "enabled": [{"name": "QOSSort"}]}}}
+    qos = {
+        "schedulerName": "qos",
+        "plugins": {"queueSort": {"disabled": [{"name": "*"}], "enabled": [{"name": "QOSSort"}]}},
+    }
     s = scheduler([node("a", cpu=1, memory="1Gi")], qos)
     burstable = pod("burstable", cpu=1, scheduler_name="qos")
-    guaranteed = pod("guaranteed", scheduler_name="qos", requests={"cpu": 1, "memory": "1Gi"},
-                     limits={"cpu": 1, "memory": "1Gi"})
+    guaranteed = pod(
+        "guaranteed",
+        scheduler_name="qos",
+        requests={"cpu": 1, "memory": "1Gi"},
+        limits={"cpu": 1, "memory": "1Gi"},
+    )
     assert place(s, burstable, guaranteed) == {"guaranteed": "a", "burstable": None}
 
 
