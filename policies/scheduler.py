@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.framework.contract import CycleContext, IntArray
+from policies.framework.contract import BoolArray, CycleContext, IntArray
 from policies.framework.profile import Profile, ProfileSet
 from policies.framework.status import Code
 from policies.snapshot import PodInfo, Snapshot
@@ -126,17 +126,18 @@ class _Wait:
 
 @dataclass(slots=True)
 class _Rejection:
-    """Which filter dropped which rows; reasons are worked out only when someone reads them."""
+    """Which filter dropped which rows (a mask per filter); reasons are worked out only when read."""
 
     ctx: CycleContext
-    steps: list[tuple[Any, IntArray]] = field(default_factory=list)
+    steps: list[tuple[Any, BoolArray]] = field(default_factory=list)
 
     def by_row(self) -> dict[int, str]:
-        return {int(row): plugin.name for plugin, rows in self.steps for row in rows}
+        return {int(row): plugin.name for plugin, dropped in self.steps for row in np.flatnonzero(dropped)}
 
     def reasons(self) -> dict[int, list[str]]:
         found: dict[int, list[str]] = {}
-        for plugin, rows in self.steps:
+        for plugin, dropped in self.steps:
+            rows = np.flatnonzero(dropped).astype(np.int64)
             for row, reasons in zip(rows.tolist(), plugin.reasons(self.ctx, rows), strict=True):
                 found[row] = reasons
         return found
@@ -178,6 +179,8 @@ class Scheduler:
         self._arrivals = 0
         self._outbox: list[Outcome] = []
         self._now = 0.0
+        self._listeners: dict[str, list[Any]] = {}
+        self._listeners_version = -1
 
     # ------------------------------------------------------------------------------ cluster events
 
@@ -300,17 +303,21 @@ class Scheduler:
                     queued, profile, reasons, "; ".join(reasons), explain, retry_at=status.retry_at
                 )
 
-        # Filter: every plugin sees all surviving nodes at once; the first to reject a node names why.
-        nodes = snapshot.live_rows()
-        total_nodes = len(nodes)
+        # Filter: every plugin answers for all rows at once (a slice: numpy reads views, gathers nothing);
+        # a row is charged to the first plugin that rejects it, as kube-scheduler stops at the first.
+        total_nodes = snapshot.size
         rejection = _Rejection(ctx)
+        every_row = slice(0, snapshot.rows)
+        passing: BoolArray | None = None if total_nodes == snapshot.rows else snapshot.live[every_row].copy()
         for node_filter in profile.filter:
-            if len(nodes) == 0:
-                break
-            keep = node_filter.filter(ctx, nodes)
-            if not keep.all():
-                rejection.steps.append((node_filter, nodes[~keep]))
-                nodes = nodes[keep]
+            keep = node_filter.filter(ctx, every_row)
+            if keep is None:
+                continue
+            dropped = ~keep if passing is None else passing & ~keep
+            if dropped.any():
+                rejection.steps.append((node_filter, dropped))
+                passing = keep if passing is None else passing & keep
+        nodes = snapshot.live_rows() if passing is None else np.flatnonzero(passing).astype(np.int64)
 
         # PostFilter: nothing fits; preemption may free a node by evicting lower-priority pods.
         if len(nodes) == 0:
@@ -343,13 +350,13 @@ class Scheduler:
 
         # Select: the highest total; ties broken by a choice seeded with the pod's uid.
         best = total.max()
-        tied = nodes[total == best]
+        tied = np.flatnonzero(total == best)
         if len(tied) == 1:
-            row = int(tied[0])
+            position = int(tied[0])
         else:
-            by_name = sorted((snapshot.names[r] or "", int(r)) for r in tied)
-            row = by_name[_tie_break(pod.uid, [name for name, _ in by_name])][1]
-        position = int(np.flatnonzero(nodes == row)[0])
+            by_name = sorted((snapshot.names[nodes[i]] or "", int(i)) for i in tied)
+            position = by_name[_tie_break(pod.uid, [name for name, _ in by_name])][1]
+        row = int(nodes[position])
         plugin_scores = {name: int(scores[position]) for name, scores in per_plugin.items()}
         if explain:
             return self._explanation(pod, nodes, rejection, per_plugin, total, row)
@@ -496,16 +503,23 @@ class Scheduler:
                 self.reject_waiting(uid, "timed out waiting in Permit")
 
     def _notify(self, hook: str, *args: Any) -> None:
-        seen: set[int] = set()
-        for name in self.profiles.names():
-            profile = self.profiles.get(name)
-            if profile is None:
-                continue
-            for plugin in profile.plugins.values():
-                method = getattr(plugin, hook, None)
-                if method is not None and id(plugin) not in seen:
-                    seen.add(id(plugin))
-                    method(*args)
+        """Queue events (pod added, deleted) go to every plugin of every profile that listens for them."""
+        version = self.profiles.version
+        if self._listeners_version != version:
+            self._listeners = {}
+            self._listeners_version = version
+        listeners = self._listeners.get(hook)
+        if listeners is None:
+            listeners = []
+            for name in self.profiles.names():
+                profile = self.profiles.get(name)
+                for plugin in profile.plugins.values() if profile is not None else ():
+                    method = getattr(plugin, hook, None)
+                    if method is not None and all(m.__self__ is not plugin for m in listeners):
+                        listeners.append(method)
+            self._listeners[hook] = listeners
+        for method in listeners:
+            method(*args)
 
     def _attach(self, profile: Profile) -> None:
         profile.handle.waiting = self

@@ -2,9 +2,11 @@
 
 Rows are nodes, columns are resources: ``allocatable[row, col]``, ``requested[row, col]`` (actual requests,
 for the Fit filter and BalancedAllocation) and ``nonzero[row, 0..1]`` (cpu and memory with Kubernetes'
-defaults for containers that request nothing, for LeastAllocated and friends). Labels are one int column per
-label key (value ids, -1 when absent), taints a boolean matrix over the distinct taints seen, host ports a
-count column per (protocol, port, ip): selectors, tolerations and port conflicts become array comparisons.
+defaults for containers that request nothing, for LeastAllocated and friends). The resource arrays are
+column-major, because plugins read one resource over many nodes and writes touch one row at a time.
+Labels are one int column per label key (value ids, -1 when absent), taints bit words per row (bit i set
+when the node has distinct taint i), host ports a count column per (protocol, port, ip): selectors,
+tolerations and port conflicts become array comparisons.
 
 Assume, forget, bind and delete touch one row; arrays grow by doubling, so adding nodes is amortised O(1).
 """
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from policies.framework.contract import BoolArray, IntArray
 from schemas.exceptions import InvalidInput
@@ -43,6 +46,17 @@ DEFAULT_MAX_PODS = 110
 
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 _INITIAL_ROWS = 64
+_TAINT_WORD_BITS = 64
+
+
+def _columns(rows: int, width: int) -> IntArray:
+    return np.zeros((rows, width), dtype=np.int64, order="F")
+
+
+def _add_column(array: IntArray) -> IntArray:
+    grown = _columns(array.shape[0], array.shape[1] + 1)
+    grown[:, : array.shape[1]] = array
+    return grown
 
 
 def _container_nonzero(container: Container) -> tuple[int, int]:
@@ -148,10 +162,14 @@ class Snapshot:
         self.specs: list[NodeSpec | None] = []
         self.index: dict[str, int] = {}
         self._free: list[int] = []
-        self.allocatable = np.zeros((0, len(self.resources)), dtype=np.int64)
-        self.capacity = np.zeros((0, len(self.resources)), dtype=np.int64)
-        self.requested = np.zeros((0, len(self.resources)), dtype=np.int64)
-        self.limits = np.zeros((0, len(self.resources)), dtype=np.int64)
+        self.allocatable = _columns(0, len(self.resources))
+        self.capacity = _columns(0, len(self.resources))
+        self.requested = _columns(0, len(self.resources))
+        self.free = _columns(0, len(self.resources))
+        """allocatable − requested, kept in step so the Fit filter reads one column per resource."""
+        self.limits = _columns(0, len(self.resources))
+        self.max_allocatable = 0
+        """The largest allocatable amount of any node and resource (scorers pick exact fast paths by it)."""
         self.nonzero = np.zeros((0, 2), dtype=np.int64)
         self.pod_count = np.zeros(0, dtype=np.int64)
         self.max_pods = np.zeros(0, dtype=np.int64)
@@ -162,10 +180,10 @@ class Snapshot:
         # Labels: key → value id per row (-1 absent); value vocabularies per key.
         self.label_columns: dict[str, IntArray] = {}
         self.label_vocab: dict[str, dict[str, int]] = {}
-        # Taints: distinct (key, value, effect) → column of a boolean matrix.
+        # Taints: distinct (key, value, effect) → bit i of word i // 64 of each row.
         self.taint_ids: dict[tuple[str, str, str], int] = {}
-        self.taint_matrix = np.zeros((0, 0), dtype=np.bool_)
-        self._toleration_cache: dict[tuple[Any, ...], tuple[IntArray, IntArray]] = {}
+        self.taint_words: list[npt.NDArray[np.uint64]] = []
+        self._toleration_cache: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
         # Host ports: (protocol, port) → host ip → pods using it per row.
         self.ports: dict[tuple[str, int], dict[str, IntArray]] = {}
         self.pods: dict[str, PodRecord] = {}
@@ -181,6 +199,11 @@ class Snapshot:
         """Rows in use (live nodes)."""
         return len(self.index)
 
+    @property
+    def rows(self) -> int:
+        """Rows in use or freed (live nodes are the rows below this with `live` set)."""
+        return self._rows
+
     def live_rows(self) -> IntArray:
         if self._live_rows is None:
             self._live_rows = np.flatnonzero(self.live[: self._rows]).astype(np.int64)
@@ -194,13 +217,14 @@ class Snapshot:
 
         def grow(array: np.ndarray[Any, Any], fill: Any = 0) -> np.ndarray[Any, Any]:
             shape = (new, *array.shape[1:])
-            grown = np.full(shape, fill, dtype=array.dtype)
+            grown = np.full(shape, fill, dtype=array.dtype, order="F" if array.ndim == 2 else "C")
             grown[:have] = array
             return grown
 
         self.allocatable = grow(self.allocatable)
         self.capacity = grow(self.capacity)
         self.requested = grow(self.requested)
+        self.free = grow(self.free)
         self.limits = grow(self.limits)
         self.nonzero = grow(self.nonzero)
         self.pod_count = grow(self.pod_count)
@@ -208,7 +232,7 @@ class Snapshot:
         self.unschedulable = grow(self.unschedulable)
         self.version = grow(self.version)
         self.live = grow(self.live)
-        self.taint_matrix = grow(self.taint_matrix)
+        self.taint_words = [grow(word) for word in self.taint_words]
         for key, column in self.label_columns.items():
             self.label_columns[key] = grow(column, -1)
         for by_ip in self.ports.values():
@@ -226,11 +250,11 @@ class Snapshot:
         column = len(self.resources)
         self.resources.append(name)
         self.column[name] = column
-        pad = np.zeros((len(self.live), 1), dtype=np.int64)
-        self.allocatable = np.hstack([self.allocatable, pad])
-        self.capacity = np.hstack([self.capacity, pad])
-        self.requested = np.hstack([self.requested, pad])
-        self.limits = np.hstack([self.limits, pad])
+        self.allocatable = _add_column(self.allocatable)
+        self.capacity = _add_column(self.capacity)
+        self.requested = _add_column(self.requested)
+        self.free = _add_column(self.free)
+        self.limits = _add_column(self.limits)
         # Pods assumed before the column existed did not request the resource, so they stay correct.
         return column
 
@@ -259,9 +283,11 @@ class Snapshot:
         for name, amount in spec.allocatable.items():
             if name != "pods":
                 self.allocatable[row, self.column[name]] = amount
+                self.max_allocatable = max(self.max_allocatable, amount)
         for name, amount in spec.capacity.items():
             if name != "pods":
                 self.capacity[row, self.column[name]] = amount
+        self.free[row] = self.allocatable[row] - self.requested[row]
         self.max_pods[row] = spec.allocatable.get("pods", spec.capacity.get("pods", DEFAULT_MAX_PODS))
         self.unschedulable[row] = spec.unschedulable
         self._set_labels(row, spec.labels)
@@ -290,7 +316,8 @@ class Snapshot:
         self.names[row] = None
         self.specs[row] = None
         self._set_labels(row, {})
-        self.taint_matrix[row] = False
+        for word in self.taint_words:
+            word[row] = 0
         self.allocatable[row] = 0
         self.capacity[row] = 0
         self.unschedulable[row] = False
@@ -319,37 +346,40 @@ class Snapshot:
         return self.label_vocab.get(key, {}).get(value, -2)  # -2 matches no row (absent is -1)
 
     def _set_taints(self, row: int, spec: NodeSpec) -> None:
-        self.taint_matrix[row] = False
+        for word in self.taint_words:
+            word[row] = 0
         for taint in spec.taints:
             identity = (taint.key, taint.value, taint.effect)
             taint_id = self.taint_ids.get(identity)
             if taint_id is None:
                 taint_id = len(self.taint_ids)
                 self.taint_ids[identity] = taint_id
-                pad = np.zeros((len(self.live), 1), dtype=np.bool_)
-                self.taint_matrix = np.hstack([self.taint_matrix, pad])
+                if taint_id // _TAINT_WORD_BITS >= len(self.taint_words):
+                    self.taint_words.append(np.zeros(len(self.live), dtype=np.uint64))
                 self._toleration_cache.clear()
-            self.taint_matrix[row, taint_id] = True
+            index, bit = divmod(taint_id, _TAINT_WORD_BITS)
+            self.taint_words[index][row] |= np.uint64(1 << bit)
 
-    def untolerated_taints(self, tolerations: Iterable[Toleration]) -> tuple[IntArray, IntArray]:
-        """Taint columns the tolerations do not tolerate: (NoSchedule/NoExecute ones, PreferNoSchedule ones).
-        The PreferNoSchedule set considers only tolerations with an empty or PreferNoSchedule effect, as
-        TaintToleration's score does."""
+    def untolerated_taints(self, tolerations: Iterable[Toleration]) -> tuple[list[int], list[int]]:
+        """Bit masks, one per taint word, of the taints the tolerations do not tolerate: (NoSchedule and
+        NoExecute ones, PreferNoSchedule ones). The PreferNoSchedule set considers only tolerations with an
+        empty or PreferNoSchedule effect, as TaintToleration's score does."""
         tolerations = tuple(tolerations)
         cached = self._toleration_cache.get(tolerations)
         if cached is not None:
             return cached
-        hard, soft = [], []
+        hard = [0] * len(self.taint_words)
+        soft = [0] * len(self.taint_words)
+        prefer = [t for t in tolerations if t.effect in ("", "PreferNoSchedule")]
         for (key, value, effect), taint_id in self.taint_ids.items():
+            index, bit = divmod(taint_id, _TAINT_WORD_BITS)
             if effect == "PreferNoSchedule":
-                prefer = [t for t in tolerations if t.effect in ("", "PreferNoSchedule")]
                 if not any(t.tolerates(key, value, effect) for t in prefer):
-                    soft.append(taint_id)
+                    soft[index] |= 1 << bit
             elif not any(t.tolerates(key, value, effect) for t in tolerations):
-                hard.append(taint_id)
-        result = (np.array(hard, dtype=np.int64), np.array(soft, dtype=np.int64))
-        self._toleration_cache[tolerations] = result
-        return result
+                hard[index] |= 1 << bit
+        self._toleration_cache[tolerations] = (hard, soft)
+        return hard, soft
 
     def taint_of(self, taint_id: int) -> tuple[str, str, str]:
         for identity, found in self.taint_ids.items():
@@ -365,29 +395,34 @@ class Snapshot:
             return previous
         requests = pod.effective_requests
         limits = pod.effective_limits
+        column = self.column
         for name in (*requests, *limits):
-            if name != "pods":
+            if name not in column and name != "pods":
                 self.resource_column(name)
         width = len(self.resources)
-        vector = np.zeros(width, dtype=np.int64)
-        limit_vector = np.zeros(width, dtype=np.int64)
+        # Plain lists first, one array each at the end: a pod has a handful of resources, and numpy's
+        # per-element assignment costs more than building the array whole.
+        request_list = [0] * width
+        limit_list = [0] * width
         for name, amount in requests.items():
             if name != "pods":
-                vector[self.column[name]] = amount
+                request_list[column[name]] = amount
         for name, amount in limits.items():
             if name != "pods":
-                limit_vector[self.column[name]] = amount
+                limit_list[column[name]] = amount
         # Where no limit is set the request is the best bound we have (LimitSum sums these).
-        limit_vector = np.where(limit_vector > 0, limit_vector, vector)
+        limit_list = [limit or request for limit, request in zip(limit_list, request_list, strict=True)]
         cpu, memory = nonzero_requests(pod)
         return PodInfo(
             pod=pod,
             requests=requests,
-            vector=vector,
-            requested_columns=np.flatnonzero(vector > 0).astype(np.int64),
+            vector=np.array(request_list, dtype=np.int64),
+            requested_columns=np.array(
+                [i for i, amount in enumerate(request_list) if amount > 0], dtype=np.int64
+            ),
             nonzero_cpu=cpu,
             nonzero_memory=memory,
-            limits=limit_vector,
+            limits=np.array(limit_list, dtype=np.int64),
             width=width,
         )
 
@@ -395,6 +430,7 @@ class Snapshot:
         info, row = record.info, record.row
         width = len(info.vector)
         self.requested[row, :width] += sign * info.vector
+        self.free[row, :width] -= sign * info.vector
         self.limits[row, :width] += sign * info.limits
         self.nonzero[row, 0] += sign * info.nonzero_cpu
         self.nonzero[row, 1] += sign * info.nonzero_memory
@@ -445,7 +481,9 @@ class Snapshot:
         requests are both taken to be `requested`."""
         for name, amount in requested.items():
             if name != "pods":
-                self.requested[row, self.resource_column(name)] += amount
+                column = self.resource_column(name)
+                self.requested[row, column] += amount
+                self.free[row, column] -= amount
         self.nonzero[row, 0] += requested.get("cpu", 0)
         self.nonzero[row, 1] += requested.get("memory", 0)
         self.pod_count[row] += pods
@@ -461,10 +499,10 @@ class Snapshot:
             self.label_counters[keys] = counter
         return counter
 
-    def port_conflicts(self, pod: PodRequest, rows: IntArray) -> BoolArray:
+    def port_conflicts(self, pod: PodRequest, rows: IntArray | slice) -> BoolArray:
         """True where one of the pod's host ports is taken: same protocol and port, and the same host IP
         or either side on 0.0.0.0 (NodePorts' semantics)."""
-        conflict = np.zeros(len(rows), dtype=np.bool_)
+        conflict = np.zeros(len(self.live[rows]), dtype=np.bool_)
         for wanted in pod.host_ports:
             by_ip = self.ports.get((wanted.protocol, wanted.port))
             if not by_ip:
@@ -480,6 +518,7 @@ class Snapshot:
             self.allocatable,
             self.capacity,
             self.requested,
+            self.free,
             self.limits,
             self.nonzero,
             self.pod_count,
@@ -487,7 +526,7 @@ class Snapshot:
             self.unschedulable,
             self.version,
             self.live,
-            self.taint_matrix,
+            *self.taint_words,
             *self.label_columns.values(),
             *(counts for by_ip in self.ports.values() for counts in by_ip.values()),
         ]

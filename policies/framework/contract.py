@@ -30,6 +30,7 @@ __all__ = [
     "CycleContext",
     "FilterPlugin",
     "IntArray",
+    "Nodes",
     "PermitPlugin",
     "Plugin",
     "PostFilterPlugin",
@@ -39,12 +40,32 @@ __all__ = [
     "QueueSortPlugin",
     "ReservePlugin",
     "ScorePlugin",
+    "node_count",
+    "node_rows",
 ]
 
 MAX_NODE_SCORE = 100
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+Nodes = IntArray | slice
+"""Rows a filter looks at: a slice over every row (the scheduler's filter pass, where numpy reads views and
+gathers nothing) or an index array (preemption's what-ifs). Scorers always get an index array."""
+
+
+def node_count(nodes: Nodes) -> int:
+    if isinstance(nodes, slice):
+        start, stop, _ = nodes.indices(nodes.stop)
+        return stop - start
+    return len(nodes)
+
+
+def node_rows(nodes: Nodes) -> IntArray:
+    if isinstance(nodes, slice):
+        start, stop, _ = nodes.indices(nodes.stop)
+        return np.arange(start, stop, dtype=np.int64)
+    return nodes
+
 
 EXTENSION_POINTS = (
     "queueSort",
@@ -93,8 +114,10 @@ class PreFilterPlugin(Protocol):
 class FilterPlugin(Protocol):
     name: str
 
-    def filter(self, ctx: CycleContext, nodes: IntArray) -> BoolArray:
-        """True for the rows in `nodes` where the pod may run."""
+    def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
+        """True for the rows in `nodes` where the pod may run; None when every one of them passes (cheap for
+        the many filters that have nothing to check for most pods). Rows that are not live nodes may be
+        among them: the answer for those does not matter."""
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
         """Why each row in `nodes` (all of which failed `filter`) was rejected."""

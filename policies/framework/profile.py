@@ -328,6 +328,8 @@ class ProfileSet:
     def __init__(self, profiles: Iterable[Profile] = ()) -> None:
         self._lock = threading.Lock()
         self._profiles: dict[str, Profile] = {p.name: p for p in profiles}
+        self.version = 0
+        """Bumped by every `replace`, so users of the set can tell when to refresh what they derived."""
 
     @classmethod
     def builtin(cls) -> ProfileSet:
@@ -344,3 +346,4 @@ class ProfileSet:
             updated = dict(self._profiles)
             updated[profile.name] = profile
             self._profiles = updated  # readers see the old dict or the new one, never a half-built one
+            self.version += 1

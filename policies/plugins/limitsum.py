@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from policies.framework.contract import BoolArray, CycleContext, IntArray
+from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes
 from policies.plugins.noderesources.common import StrictArgs
 from schemas.quantity import validate_resource_name
 
@@ -33,12 +33,12 @@ class LimitSum:
         self.resource = args.resource
         self.ratio = args.ratio
 
-    def _sums(self, ctx: CycleContext, nodes: IntArray) -> tuple[IntArray, IntArray]:
+    def _sums(self, ctx: CycleContext, nodes: Nodes) -> tuple[IntArray, IntArray]:
         column = ctx.snapshot.resource_column(self.resource)
         pod_limit = int(ctx.info.limits[column]) if column < len(ctx.info.limits) else 0
         return ctx.snapshot.limits[nodes, column] + pod_limit, ctx.snapshot.allocatable[nodes, column]
 
-    def filter(self, ctx: CycleContext, nodes: IntArray) -> BoolArray:
+    def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         total, allocatable = self._sums(ctx, nodes)
         fits: BoolArray = total <= self.ratio * allocatable
         return fits

@@ -8,7 +8,7 @@ import contextlib
 import numpy as np
 import numpy.typing as npt
 
-from policies.framework.contract import BoolArray, CycleContext, IntArray
+from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes, node_count
 from policies.snapshot import Snapshot
 from schemas.pod import NodeSelectorRequirement
 
@@ -28,11 +28,11 @@ def _numeric(snapshot: Snapshot, key: str) -> npt.NDArray[np.float64]:
     return values
 
 
-def _expression(snapshot: Snapshot, expr: NodeSelectorRequirement, nodes: IntArray) -> BoolArray:
+def _expression(snapshot: Snapshot, expr: NodeSelectorRequirement, nodes: Nodes) -> BoolArray:
     column = snapshot.label_columns.get(expr.key)
     if column is None:
         absent = expr.operator in ("NotIn", "DoesNotExist")
-        return np.full(len(nodes), absent, dtype=np.bool_)
+        return np.full(node_count(nodes), absent, dtype=np.bool_)
     ids = column[nodes]
     if expr.operator in ("In", "NotIn"):
         wanted = [snapshot.label_value_id(expr.key, v) for v in expr.values]
@@ -54,20 +54,23 @@ def _expression(snapshot: Snapshot, expr: NodeSelectorRequirement, nodes: IntArr
 class NodeAffinity:
     name = NAME
 
-    def filter(self, ctx: CycleContext, nodes: IntArray) -> BoolArray:
+    def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         snapshot, pod = ctx.snapshot, ctx.pod
-        fits = np.ones(len(nodes), dtype=np.bool_)
+        if not pod.node_selector and not pod.node_affinity:
+            return None
+        count = node_count(nodes)
+        fits = np.ones(count, dtype=np.bool_)
         for key, value in pod.node_selector.items():
             column = snapshot.label_columns.get(key)
             if column is None:
-                return np.zeros(len(nodes), dtype=np.bool_)
+                return np.zeros(count, dtype=np.bool_)
             fits &= column[nodes] == snapshot.label_value_id(key, value)
         if pod.node_affinity:
-            any_term = np.zeros(len(nodes), dtype=np.bool_)
+            any_term = np.zeros(count, dtype=np.bool_)
             for term in pod.node_affinity:
                 if not term.match_expressions:
                     continue
-                term_fits = np.ones(len(nodes), dtype=np.bool_)
+                term_fits = np.ones(count, dtype=np.bool_)
                 for expr in term.match_expressions:
                     term_fits &= _expression(snapshot, expr, nodes)
                 any_term |= term_fits

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from policies.framework.contract import BoolArray, CycleContext, IntArray
+from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes
 
 __all__ = ["NAME", "REASON", "NodePorts", "new"]
 
@@ -15,9 +13,9 @@ REASON = "node(s) didn't have free ports for the requested pod ports"
 class NodePorts:
     name = NAME
 
-    def filter(self, ctx: CycleContext, nodes: IntArray) -> BoolArray:
+    def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         if not ctx.pod.host_ports:
-            return np.ones(len(nodes), dtype=np.bool_)
+            return None
         free: BoolArray = ~ctx.snapshot.port_conflicts(ctx.pod, nodes)
         return free
 

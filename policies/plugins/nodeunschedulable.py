@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from policies.framework.contract import BoolArray, CycleContext, IntArray
+from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes
 
 __all__ = ["NAME", "REASON", "TAINT_KEY", "NodeUnschedulable", "new"]
 
@@ -16,9 +14,9 @@ TAINT_KEY = "node.kubernetes.io/unschedulable"
 class NodeUnschedulable:
     name = NAME
 
-    def filter(self, ctx: CycleContext, nodes: IntArray) -> BoolArray:
+    def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         if any(t.tolerates(TAINT_KEY, "", "NoSchedule") for t in ctx.pod.tolerations):
-            return np.ones(len(nodes), dtype=np.bool_)
+            return None
         schedulable: BoolArray = ~ctx.snapshot.unschedulable[nodes]
         return schedulable
 

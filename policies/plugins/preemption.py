@@ -33,7 +33,11 @@ class DefaultPreemption:
         profile = self.handle.profile
         assert profile is not None
         nodes = np.array([row], dtype=np.int64)
-        return all(bool(plugin.filter(ctx, nodes)[0]) for plugin in profile.filter)
+        for plugin in profile.filter:
+            keep = plugin.filter(ctx, nodes)
+            if keep is not None and not keep[0]:
+                return False
+        return True
 
     def _victims(self, ctx: CycleContext, row: int) -> list[PodRecord] | None:
         snapshot = ctx.snapshot

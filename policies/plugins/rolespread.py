@@ -7,10 +7,9 @@ from __future__ import annotations
 import math
 from typing import Annotated
 
-import numpy as np
 from pydantic import Field
 
-from policies.framework.contract import BoolArray, CycleContext, IntArray
+from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes, node_rows
 from policies.plugins.noderesources.common import StrictArgs
 
 __all__ = ["NAME", "Args", "RoleSpread", "new"]
@@ -31,7 +30,7 @@ class RoleSpread:
     def __init__(self, args: Args) -> None:
         self.args = args
 
-    def _limit(self, ctx: CycleContext, nodes: IntArray) -> tuple[IntArray, int] | None:
+    def _limit(self, ctx: CycleContext, nodes: Nodes) -> tuple[IntArray, int] | None:
         labels = ctx.pod.labels
         group = labels.get(self.args.group_label)
         if group is None or labels.get(self.args.role_label) != self.args.role:
@@ -42,12 +41,12 @@ class RoleSpread:
         if ctx.pod.pod_group is not None:
             size = max(size, ctx.pod.pod_group.min_available)
         limit = max(1, math.floor(self.args.ratio * size))
-        return counter.on_rows(values, nodes), limit
+        return counter.on_rows(values, node_rows(nodes)), limit
 
-    def filter(self, ctx: CycleContext, nodes: IntArray) -> BoolArray:
+    def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         found = self._limit(ctx, nodes)
         if found is None:
-            return np.ones(len(nodes), dtype=np.bool_)
+            return None
         on_node, limit = found
         fits: BoolArray = on_node + 1 <= limit
         return fits

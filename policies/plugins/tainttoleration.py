@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from policies.framework.contract import BoolArray, CycleContext, IntArray
+from policies.framework.contract import (
+    MAX_NODE_SCORE,
+    BoolArray,
+    CycleContext,
+    IntArray,
+    Nodes,
+)
 from policies.plugins.noderesources.common import default_normalize
 
 __all__ = ["NAME", "TaintToleration", "new", "untolerated_taint"]
@@ -20,12 +26,13 @@ def untolerated_taint(key: str, value: str) -> str:
 class TaintToleration:
     name = NAME
 
-    def filter(self, ctx: CycleContext, nodes: IntArray) -> BoolArray:
+    def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         hard, _ = ctx.snapshot.untolerated_taints(ctx.pod.tolerations)
-        if len(hard) == 0:
-            return np.ones(len(nodes), dtype=np.bool_)
-        blocked = np.asarray(ctx.snapshot.taint_matrix[np.ix_(nodes, hard)].any(axis=1), dtype=np.bool_)
-        fits: BoolArray = ~blocked
+        fits: BoolArray | None = None
+        for word, mask in zip(ctx.snapshot.taint_words, hard, strict=True):
+            if mask:
+                clear = (word[nodes] & np.uint64(mask)) == 0
+                fits = clear if fits is None else fits & clear
         return fits
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
@@ -46,10 +53,12 @@ class TaintToleration:
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
         _, soft = ctx.snapshot.untolerated_taints(ctx.pod.tolerations)
-        if len(soft) == 0:
-            counts = np.zeros(len(nodes), dtype=np.int64)
-        else:
-            counts = ctx.snapshot.taint_matrix[np.ix_(nodes, soft)].sum(axis=1).astype(np.int64)
+        if not any(soft):
+            return np.full(len(nodes), MAX_NODE_SCORE, dtype=np.int64)  # what normalising all zeros gives
+        counts = np.zeros(len(nodes), dtype=np.int64)
+        for word, mask in zip(ctx.snapshot.taint_words, soft, strict=True):
+            if mask:
+                counts += np.bitwise_count(word[nodes] & np.uint64(mask))
         return default_normalize(counts, reverse=True)
 
 

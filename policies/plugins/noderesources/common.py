@@ -17,8 +17,6 @@ __all__ = [
     "default_normalize",
     "is_scalar_resource",
     "requested_and_allocatable",
-    "round_half_away",
-    "trunc_div",
 ]
 
 _NATIVE = ("cpu", "memory", "ephemeral-storage")
@@ -63,19 +61,6 @@ def requested_and_allocatable(
     if column is None or (pod_request == 0 and is_scalar_resource(resource)):
         return None
     return snapshot.requested[nodes, column] + pod_request, snapshot.allocatable[nodes, column]
-
-
-def trunc_div(numerator: IntArray, denominator: IntArray | int) -> IntArray:
-    """Go's integer division: truncates toward zero (numpy's // floors, which differs for negatives)."""
-    quotient = np.abs(numerator) // np.abs(denominator)
-    result: IntArray = np.where((numerator < 0) != (np.asarray(denominator) < 0), -quotient, quotient)
-    return result
-
-
-def round_half_away(numerator: IntArray, denominator: IntArray) -> IntArray:
-    """math.Round(n / d) for non-negative n and positive d, in exact integer arithmetic."""
-    result: IntArray = (2 * numerator + denominator) // (2 * denominator)
-    return result
 
 
 def default_normalize(scores: IntArray, *, reverse: bool, max_score: int = 100) -> IntArray:

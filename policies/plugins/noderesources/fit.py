@@ -6,16 +6,17 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field, model_validator
 
-from policies.framework.contract import MAX_NODE_SCORE, BoolArray, CycleContext, IntArray
-from policies.plugins.noderesources.common import (
-    ResourceSpec,
-    StrictArgs,
-    requested_and_allocatable,
-    round_half_away,
-    trunc_div,
+from policies.framework.contract import (
+    MAX_NODE_SCORE,
+    BoolArray,
+    CycleContext,
+    IntArray,
+    Nodes,
 )
+from policies.plugins.noderesources.common import ResourceSpec, StrictArgs, requested_and_allocatable
 
 __all__ = ["NAME", "REASON_TOO_MANY_PODS", "Args", "NodeResourcesFit", "broken_linear", "insufficient", "new"]
 
@@ -23,6 +24,7 @@ NAME = "NodeResourcesFit"
 REASON_TOO_MANY_PODS = "Too many pods"
 MAX_CUSTOM_PRIORITY_SCORE = 10
 MAX_UTILIZATION = 100
+EXACT_FLOAT_LIMIT = 2**46
 
 
 def insufficient(resource: str) -> str:
@@ -106,12 +108,11 @@ class NodeResourcesFit:
             or resource.split("/", 1)[0] in self.args.ignored_resource_groups
         )
 
-    def filter(self, ctx: CycleContext, nodes: IntArray) -> BoolArray:
+    def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         snapshot, info = ctx.snapshot, ctx.info
         fits: BoolArray = snapshot.pod_count[nodes] < snapshot.max_pods[nodes]
         for column in self._checked_columns(ctx):
-            free = snapshot.allocatable[nodes, column] - snapshot.requested[nodes, column]
-            fits &= free >= info.vector[column]
+            fits &= snapshot.free[nodes, column] >= info.vector[column]
         return fits
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
@@ -125,7 +126,7 @@ class NodeResourcesFit:
             if snapshot.pod_count[row] + 1 > snapshot.max_pods[row]:
                 found.append(REASON_TOO_MANY_PODS)
             for column in columns:
-                if info.vector[column] > snapshot.allocatable[row, column] - snapshot.requested[row, column]:
+                if info.vector[column] > snapshot.free[row, column]:
                     found.append(insufficient(snapshot.resources[column]))
             result.append(found)
         return result
@@ -133,52 +134,66 @@ class NodeResourcesFit:
     # ----------------------------------------------------------------------------------- score
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
-        node_score = np.zeros(len(nodes), dtype=np.int64)
-        weight_sum = np.zeros(len(nodes), dtype=np.int64)
+        # Integer arithmetic as upstream, carried out in float64 where that is exact: every quotient here is
+        # floor(x·100 / a) with x ≤ a, which float64 gets right while a < 2^46 (an error would need
+        # 1/a < 100·2^-53). numpy's int64 division is several times slower than float division.
+        exact_float = ctx.snapshot.max_allocatable < EXACT_FLOAT_LIMIT
+        node_score = np.zeros(len(nodes))
+        weight_sum = np.zeros(len(nodes))
         for resource, weight in self.resources:
             pair = requested_and_allocatable(ctx, nodes, resource, use_requested=False)
             if pair is None:
                 continue
             requested, allocatable = pair
             present = allocatable > 0
-            safe = np.where(present, allocatable, 1)
-            if self.strategy == "LeastAllocated":
-                score = np.where(
-                    requested > allocatable, 0, (allocatable - requested) * MAX_NODE_SCORE // safe
-                )
-                counted = present
-            elif self.strategy == "MostAllocated":
-                score = np.minimum(requested, allocatable) * MAX_NODE_SCORE // safe
-                counted = present
-            else:
-                utilization = np.where(
-                    requested > allocatable, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe
-                )
-                score = broken_linear(self.shape_u, self.shape_s, utilization)
-                counted = present & (score > 0)  # resources scoring 0 drop out of the weight sum
-            node_score += np.where(counted, score * weight, 0)
-            weight_sum += np.where(counted, weight, 0)
-        has_weight = weight_sum > 0
-        divisor = np.where(has_weight, weight_sum, 1)
+            score = self._resource_score(requested, allocatable, present, exact_float)
+            counted = present & (score > 0) if self.strategy == "RequestedToCapacityRatio" else present
+            node_score += np.where(counted, score * weight, 0.0)
+            weight_sum += np.where(counted, float(weight), 0.0)
+        # Sums of at most 100 × weight per resource: small integers, exact in float64.
+        divisor = np.maximum(weight_sum, 1.0)
         if self.strategy == "RequestedToCapacityRatio":
-            result = round_half_away(node_score, divisor)
+            result = np.floor((2 * node_score + divisor) / (2 * divisor))  # math.Round: half away from zero
         else:
-            result = node_score // divisor
-        final: IntArray = np.where(has_weight, result, 0)
+            result = np.floor(node_score / divisor)
+        final: IntArray = np.where(weight_sum > 0, result, 0.0).astype(np.int64)
         return final
 
+    def _resource_score(
+        self, requested: IntArray, allocatable: IntArray, present: BoolArray, exact_float: bool
+    ) -> npt.NDArray[np.float64]:
+        safe = np.where(present, allocatable, 1)
 
-def broken_linear(utilizations: list[int], scores: list[int], utilization: IntArray) -> IntArray:
-    """helper.BuildBrokenLinearFunction: the first point with p ≤ its utilization decides, interpolating
-    from the point before it with Go's truncating division."""
-    result = np.full(len(utilization), scores[-1], dtype=np.int64)
+        def percent(amount: IntArray) -> npt.NDArray[np.float64]:
+            if exact_float:
+                return np.floor(amount * float(MAX_NODE_SCORE) / safe)
+            quotient: IntArray = amount * MAX_NODE_SCORE // safe
+            return quotient.astype(np.float64)
+
+        over = requested > allocatable
+        if self.strategy == "LeastAllocated":
+            return np.where(over, 0.0, percent(allocatable - requested))
+        if self.strategy == "MostAllocated":
+            return percent(np.minimum(requested, allocatable))
+        utilization = np.where(over, float(MAX_UTILIZATION), percent(requested))
+        return broken_linear(self.shape_u, self.shape_s, utilization)
+
+
+def broken_linear(
+    utilizations: list[int], scores: list[int], utilization: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """helper.BuildBrokenLinearFunction over integer utilizations 0..100: the first point with p ≤ its
+    utilization decides, interpolating from the point before it with Go's truncating division (exact in
+    float64: every operand is a small integer)."""
+    points = np.asarray(utilization, dtype=np.float64)
+    result = np.full(len(points), float(scores[-1]))
     for i in range(len(utilizations) - 1, -1, -1):
-        at_or_below = utilization <= utilizations[i]
+        at_or_below = points <= utilizations[i]
         if i == 0:
-            value: Any = scores[0]
+            value: Any = float(scores[0])
         else:
-            rise = (scores[i] - scores[i - 1]) * (utilization - utilizations[i - 1])
-            value = scores[i - 1] + trunc_div(rise, utilizations[i] - utilizations[i - 1])
+            rise = (scores[i] - scores[i - 1]) * (points - utilizations[i - 1])
+            value = scores[i - 1] + np.trunc(rise / (utilizations[i] - utilizations[i - 1]))
         result = np.where(at_or_below, value, result)
     return result
 
