@@ -1,6 +1,8 @@
 """RoleSpread (seed 001, "同集群的master在某个机器上的个数小于总master个数的百分比"): a node may hold at
-most `ratio` of a group's masters. The group's size is the masters known so far (this pod included), or its
-pod group's ``min_available`` when larger; the limit is never below one, so the first master always fits."""
+most ⌈`ratio` × size⌉ of a group's masters, where the size is the masters known so far (this pod included), or
+its pod group's ``min_available`` when larger. Rounding up lets a group that arrives one master at a time
+grow (with floor, the third of four masters on two nodes would fit nowhere), and the first master always
+fits."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ class RoleSpread:
         size = counter.total(values) + 1
         if ctx.pod.pod_group is not None:
             size = max(size, ctx.pod.pod_group.min_available)
-        limit = max(1, math.floor(self.args.ratio * size))
+        limit = max(1, math.ceil(self.args.ratio * size))
         return counter.on_rows(values, node_rows(nodes)), limit
 
     def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
