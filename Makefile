@@ -31,6 +31,7 @@ test-fast: install
 
 bench: install
 	$(BIN)/python -m bench.codec
+	$(BIN)/python -m bench.placement --nodes 5000 --pods 5000 --profile default
 
 demo: install
 	@echo "make demo arrives with the streaming pipeline (issue 5); until then see README: Status." >&2
