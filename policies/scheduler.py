@@ -130,17 +130,20 @@ class _Rejection:
 
     ctx: CycleContext
     steps: list[tuple[Any, BoolArray]] = field(default_factory=list)
+    _reasons: dict[int, list[str]] | None = None
 
     def by_row(self) -> dict[int, str]:
         return {int(row): plugin.name for plugin, dropped in self.steps for row in np.flatnonzero(dropped)}
 
     def reasons(self) -> dict[int, list[str]]:
-        found: dict[int, list[str]] = {}
-        for plugin, dropped in self.steps:
-            rows = np.flatnonzero(dropped).astype(np.int64)
-            for row, reasons in zip(rows.tolist(), plugin.reasons(self.ctx, rows), strict=True):
-                found[row] = reasons
-        return found
+        """Per rejected row; worked out once, since the fit error and the explanation both read them."""
+        if self._reasons is None:
+            self._reasons = {}
+            for plugin, dropped in self.steps:
+                rows = np.flatnonzero(dropped).astype(np.int64)
+                for row, reasons in zip(rows.tolist(), plugin.reasons(self.ctx, rows), strict=True):
+                    self._reasons[row] = reasons
+        return self._reasons
 
 
 def fit_error(total_nodes: int, reasons_by_row: dict[int, list[str]]) -> tuple[tuple[str, ...], str]:
@@ -323,9 +326,10 @@ class Scheduler:
         if len(nodes) == 0:
             reasons_by_row = rejection.reasons()
             counted, message = fit_error(total_nodes, reasons_by_row)
-            if not explain:
+            if not explain and profile.post_filter:
+                rejected_by = rejection.by_row()
                 for post in profile.post_filter:
-                    result = post.post_filter(ctx, rejection.by_row())
+                    result = post.post_filter(ctx, rejected_by)
                     if result.node is not None and result.victims:
                         node_name = snapshot.names[result.node] or ""
                         for victim in result.victims:

@@ -381,12 +381,6 @@ class Snapshot:
         self._toleration_cache[tolerations] = (hard, soft)
         return hard, soft
 
-    def taint_of(self, taint_id: int) -> tuple[str, str, str]:
-        for identity, found in self.taint_ids.items():
-            if found == taint_id:
-                return identity
-        raise KeyError(taint_id)
-
     # ------------------------------------------------------------------------------------- pods
 
     def pod_info(self, pod: PodRequest, previous: PodInfo | None = None) -> PodInfo:
@@ -473,8 +467,6 @@ class Snapshot:
         self._account(record, -1)
         self.pods_on_row[record.row].discard(uid)
         return record
-
-    delete = forget
 
     def add_usage(self, row: int, requested: Mapping[str, int], pods: int) -> None:
         """Account usage not tied to known pods (a node state given as totals): actual and non-zero

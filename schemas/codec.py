@@ -120,9 +120,7 @@ _POD_EVENT: TypeAdapter[PodRequest | PodDeleted] = TypeAdapter(
 
 def pod_event_from_mapping(data: object, *, prefix: str | None = None) -> PodRequest | PodDeleted:
     """The pod-requests topic carries both requests and deletions."""
-    if not isinstance(data, Mapping):
-        raise InvalidInput(f"expected a JSON object, got {type(data).__name__}", field=prefix)
-    result: PodRequest | PodDeleted = _wrap_errors(_POD_EVENT.validate_python, data, prefix)
+    result: PodRequest | PodDeleted = TOPIC_MODELS["pod-requests"](data, prefix=prefix)
     return result
 
 
@@ -133,39 +131,38 @@ def _config_document(data: object, *, prefix: str | None = None) -> dict[str, An
     return data
 
 
-def _from_mapping(model: type[BaseModel]) -> Callable[..., Any]:
+_TOPIC_ADAPTERS: dict[str, TypeAdapter[Any]] = {
+    "metrics": TypeAdapter(MetricSample),
+    "node-events": TypeAdapter(NodeEvent),
+    "pod-requests": _POD_EVENT,
+    "bindings": TypeAdapter(Binding),
+    "binding-results": TypeAdapter(BindingResult),
+    "dead-letters": TypeAdapter(DeadLetter),
+}
+"""The one list of which model each topic carries; bytes and parsed JSON are both validated through it."""
+
+
+def _from_mapping(adapter: TypeAdapter[Any]) -> Callable[..., Any]:
     def parse(data: object, *, prefix: str | None = None) -> Any:
-        return model_from_mapping(model, data, prefix=prefix)
+        if not isinstance(data, Mapping):
+            raise InvalidInput(f"expected a JSON object, got {type(data).__name__}", field=prefix)
+        return _wrap_errors(adapter.validate_python, data, prefix)
 
     return parse
 
 
 TOPIC_MODELS: dict[str, Callable[..., Any]] = {
-    "metrics": _from_mapping(MetricSample),
-    "node-events": _from_mapping(NodeEvent),
-    "pod-requests": pod_event_from_mapping,
-    "bindings": _from_mapping(Binding),
-    "binding-results": _from_mapping(BindingResult),
-    "dead-letters": _from_mapping(DeadLetter),
+    **{topic: _from_mapping(adapter) for topic, adapter in _TOPIC_ADAPTERS.items()},
     "config": _config_document,
 }
 """Short topic name (without the configurable prefix) → ``(data, prefix=None) -> model`` for parsed JSON."""
 
-_TOPIC_DECODERS: dict[str, Callable[[bytes | bytearray | str], Any]] = {
-    "metrics": MetricSample.model_validate_json,
-    "node-events": NodeEvent.model_validate_json,
-    "pod-requests": _POD_EVENT.validate_json,
-    "bindings": Binding.model_validate_json,
-    "binding-results": BindingResult.model_validate_json,
-    "dead-letters": DeadLetter.model_validate_json,
-}
-
 
 def decode_topic_value(topic: str, raw: bytes | bytearray | str) -> Any:
     """Validate a record's bytes as the topic's model, straight from JSON."""
-    decoder = _TOPIC_DECODERS.get(topic)
-    if decoder is not None:
-        return _wrap_errors(decoder, raw, None)
+    adapter = _TOPIC_ADAPTERS.get(topic)
+    if adapter is not None:
+        return _wrap_errors(adapter.validate_json, raw, None)
     if topic == "config":
         return _config_document(decode_json(raw))
     raise InvalidInput(f"unknown topic {topic!r} (expected one of {', '.join(TOPIC_MODELS)})", field="topic")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -54,17 +54,7 @@ class Decision:
     at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "uid": self.uid,
-            "node": self.node,
-            "cluster": self.cluster,
-            "status": self.status,
-            "reasons": self.reasons,
-            "profile": self.profile,
-            "score": self.score,
-            "attempt": self.attempt,
-            "at": self.at,
-        }
+        return asdict(self)
 
 
 def _join(binding: Binding | None, result: BindingResult | None) -> Decision:

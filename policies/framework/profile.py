@@ -43,7 +43,6 @@ __all__ = [
     "Profile",
     "ProfileSet",
     "WaitingPods",
-    "load_profile",
     "load_profiles",
     "parse_profiles",
 ]
@@ -287,11 +286,7 @@ def load_profiles(path: str | Path) -> dict[str, Profile]:
         document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read profile: {' '.join(str(exc).split())}") from None
-    return {name: profile for name, profile in parse_profiles(document, source=str(path)).items()}
-
-
-def load_profile(document: Mapping[str, Any]) -> Profile:
-    return parse_profile(document)
+    return parse_profiles(document, source=str(path))
 
 
 BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
