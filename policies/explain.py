@@ -8,20 +8,32 @@ requested totals and the pod count are derived as Kubernetes derives them) or as
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from policies.framework.profile import BUILTIN_PROFILES, ProfileSet, load_profiles, parse_profile
 from policies.scheduler import Explanation, Scheduler
+from policies.usage import PORTRAIT_METRICS, WINDOW_METRICS
+from portraits.hourly import HOURS, Portrait
 from schemas.codec import decode_json, model_from_mapping
 from schemas.exceptions import ConfigError, InvalidInput
 from schemas.node import NodeSpec, Taint
 from schemas.pod import PodRequest
 from schemas.quantity import ResourceList, Resources
 
-__all__ = ["NodeState", "WindowStat", "build_scheduler", "explain_files", "load_node_states", "load_pod"]
+__all__ = [
+    "NodeState",
+    "WindowStat",
+    "build_scheduler",
+    "explain_files",
+    "load_node_states",
+    "load_pod",
+    "to_portrait",
+]
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -115,15 +127,53 @@ def load_pod(path: str | Path) -> tuple[PodRequest, dict[str, Any]]:
         raise InvalidInput(f"{path}: {exc}") from None
 
 
-def build_scheduler(states: list[NodeState], profiles: ProfileSet | None = None) -> Scheduler:
+def to_portrait(hours: Mapping[str, Sequence[tuple[float, float]]], field: str) -> Portrait:
+    """A portrait from SPEC 7's ``{metric: [[mean, std] × 24]}`` (metrics not given have no data)."""
+    mean = np.zeros((HOURS, len(PORTRAIT_METRICS)))
+    std = np.zeros_like(mean)
+    has = np.zeros(mean.shape, dtype=np.bool_)
+    for metric, pairs in hours.items():
+        if metric not in PORTRAIT_METRICS:
+            raise InvalidInput(
+                f"{field}: no portrait metric {metric!r} (known: {', '.join(PORTRAIT_METRICS)})", field=field
+            )
+        column = PORTRAIT_METRICS.index(metric)
+        values = np.asarray(pairs, dtype=np.float64)
+        if values.shape != (HOURS, 2) or not np.isfinite(values).all() or (values < 0).any():
+            raise InvalidInput(
+                f"{field}.{metric}: expected 24 pairs [mean, std] of finite numbers >= 0", field=field
+            )
+        mean[:, column], std[:, column], has[:, column] = values[:, 0], values[:, 1], True
+    return Portrait(PORTRAIT_METRICS, mean, std, has)
+
+
+def build_scheduler(
+    states: list[NodeState], profiles: ProfileSet | None = None, now: float = 0.0
+) -> Scheduler:
     scheduler = Scheduler(profiles)
     snapshot = scheduler.snapshot
-    for state in states:
+    for index, state in enumerate(states):
         row = snapshot.upsert_node(state.spec())
         for pod in state.pod_requests:
             snapshot.assume(snapshot.pod_info(pod), row, bound=True)
         if state.requested is not None or state.pods is not None:
             snapshot.add_usage(row, state.requested or {}, state.pods or 0)
+        # Measurements are as of `now`, and the pods listed on the node were running before it: the window
+        # and portrait include them, while `assumed` lists what they do not.
+        if state.window:
+            unknown = sorted(set(state.window) - set(WINDOW_METRICS))
+            if unknown:
+                raise InvalidInput(
+                    f"[{index}].window: no window metric {unknown[0]!r} (known: {', '.join(WINDOW_METRICS)})",
+                    field="window",
+                )
+            stats = {metric: (stat.mean, stat.std) for metric, stat in state.window.items()}
+            snapshot.usage.set_window(row, stats, end=now)
+        if state.portrait:
+            portrait = to_portrait(state.portrait, f"[{index}].portrait")
+            snapshot.usage.set_node_portrait(row, portrait, seen=np.full(HOURS, now))
+        if state.assumed:
+            snapshot.usage.add_assumed(row, state.assumed)
     return scheduler
 
 
@@ -154,6 +204,12 @@ def explain_files(
     scheduler_name: str | None = None,
 ) -> Explanation:
     states = load_node_states(nodes)
-    pod, _extras = load_pod(pod_path)
+    pod, extras = load_pod(pod_path)
     profiles, name = _profiles(profile, scheduler_name, pod)
-    return build_scheduler(states, profiles).explain(pod, profile_name=name)
+    scheduler = build_scheduler(states, profiles)
+    if "portrait" in extras:
+        if not isinstance(extras["portrait"], dict):
+            raise InvalidInput(f"{pod_path}: portrait: expected an object {{metric: [[mean, std] x 24]}}")
+        portrait = to_portrait(extras["portrait"], "portrait")
+        scheduler.snapshot.usage.set_workload_portrait(pod.workload or pod.uid, portrait)
+    return scheduler.explain(pod, profile_name=name)

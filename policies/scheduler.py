@@ -366,7 +366,7 @@ class Scheduler:
             return self._explanation(pod, nodes, rejection, per_plugin, total, row)
 
         # Reserve: assume the pod on the node at once, so the next cycle sees it (the assume cache).
-        snapshot.assume(info, row)
+        snapshot.assume(info, row, at=now)
         for reserve in profile.reserve:
             status = reserve.reserve(ctx, row)
             if not status.ok:

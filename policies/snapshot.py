@@ -13,9 +13,10 @@ Assume, forget, bind and delete touch one row; arrays grow by doubling, so addin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +25,9 @@ from policies.framework.contract import BoolArray, IntArray
 from schemas.exceptions import InvalidInput
 from schemas.node import NodeSpec
 from schemas.pod import Container, PodRequest, Toleration
+
+if TYPE_CHECKING:
+    from policies.usage import NodeUsage
 
 __all__ = [
     "BASE_RESOURCES",
@@ -107,6 +111,8 @@ class PodRecord:
     row: int
     bound: bool = False
     ports: tuple[tuple[str, int, str], ...] = ()
+    at: float = -math.inf
+    """When it was placed; -inf for pods there before any measurement (the measured load covers them)."""
 
 
 @dataclass(slots=True)
@@ -174,6 +180,8 @@ class Snapshot:
         self.pod_count = np.zeros(0, dtype=np.int64)
         self.max_pods = np.zeros(0, dtype=np.int64)
         self.unschedulable = np.zeros(0, dtype=np.bool_)
+        self.oversell = np.zeros(0)
+        """The node's own oversell rate (NaN where it sets none: the portrait filter's default applies)."""
         self.version = np.zeros(0, dtype=np.int64)
         self.live = np.zeros(0, dtype=np.bool_)
         self._live_rows: IntArray | None = None
@@ -190,7 +198,22 @@ class Snapshot:
         self.pods_on_row: list[set[str]] = []
         self.label_counters: dict[tuple[str, ...], LabelCounter] = {}
         self.extra: dict[str, Any] = {}
-        """Arrays other packages attach (portraits, windows), keyed by their owner; grown with the rows."""
+        """Arrays other packages attach, keyed by their owner; grown with the rows."""
+        self._usage: NodeUsage | None = None
+
+    @property
+    def usage(self) -> NodeUsage:
+        """Measured load per row (windows, portraits, pods placed since): created on first use, so profiles
+        that never read load pay nothing for it."""
+        if self._usage is None:
+            from policies.usage import NodeUsage
+
+            self._usage = NodeUsage(self)
+        return self._usage
+
+    @property
+    def has_usage(self) -> bool:
+        return self._usage is not None
 
     # ------------------------------------------------------------------------------------ shape
 
@@ -230,6 +253,7 @@ class Snapshot:
         self.pod_count = grow(self.pod_count)
         self.max_pods = grow(self.max_pods)
         self.unschedulable = grow(self.unschedulable)
+        self.oversell = grow(self.oversell, np.nan)
         self.version = grow(self.version)
         self.live = grow(self.live)
         self.taint_words = [grow(word) for word in self.taint_words]
@@ -241,6 +265,8 @@ class Snapshot:
         for owner, array in self.extra.items():
             if isinstance(array, np.ndarray) and array.shape[:1] == (have,):
                 self.extra[owner] = grow(array)
+        if self._usage is not None:
+            self._usage.grow(new)
 
     def resource_column(self, name: str) -> int:
         """The column of `name`, adding one (for every row) the first time an extended resource appears."""
@@ -290,6 +316,7 @@ class Snapshot:
         self.free[row] = self.allocatable[row] - self.requested[row]
         self.max_pods[row] = spec.allocatable.get("pods", spec.capacity.get("pods", DEFAULT_MAX_PODS))
         self.unschedulable[row] = spec.unschedulable
+        self.oversell[row] = np.nan if spec.oversell_rate is None else spec.oversell_rate
         self._set_labels(row, spec.labels)
         self._set_taints(row, spec)
         self.specs[row] = spec
@@ -322,6 +349,8 @@ class Snapshot:
         self.capacity[row] = 0
         self.unschedulable[row] = False
         self.version[row] += 1
+        if self._usage is not None:
+            self._usage.clear_row(row)
         self._free.append(row)
         self._live_rows = None
         return orphans
@@ -438,8 +467,9 @@ class Snapshot:
             counter.add(info.pod.labels, row, sign)
         self.version[row] += 1
 
-    def assume(self, info: PodInfo, row: int, *, bound: bool = False) -> PodRecord:
-        """Account the pod on `row` at once (kube-scheduler's assume cache); `bind` confirms it later."""
+    def assume(self, info: PodInfo, row: int, *, bound: bool = False, at: float = -math.inf) -> PodRecord:
+        """Account the pod on `row` at once (kube-scheduler's assume cache); `bind` confirms it later. `at`
+        is the placement time (measured load catches up with the pod after it)."""
         uid = info.pod.uid
         if uid in self.pods:
             raise InvalidInput(
@@ -448,10 +478,12 @@ class Snapshot:
         if not self.live[row]:
             raise InvalidInput(f"row {row} is not a live node", field="node")
         ports = tuple((p.protocol, p.port, p.host_ip) for p in info.pod.host_ports)
-        record = PodRecord(info=info, row=row, bound=bound, ports=ports)
+        record = PodRecord(info=info, row=row, bound=bound, ports=ports, at=at)
         self._account(record, +1)
         self.pods[uid] = record
         self.pods_on_row[row].add(uid)
+        if self._usage is not None:
+            self._usage.on_assume(record)
         return record
 
     def bind(self, uid: str) -> None:
@@ -466,6 +498,8 @@ class Snapshot:
             return None
         self._account(record, -1)
         self.pods_on_row[record.row].discard(uid)
+        if self._usage is not None:
+            self._usage.on_forget(record)
         return record
 
     def add_usage(self, row: int, requested: Mapping[str, int], pods: int) -> None:
@@ -516,6 +550,7 @@ class Snapshot:
             self.pod_count,
             self.max_pods,
             self.unschedulable,
+            self.oversell,
             self.version,
             self.live,
             *self.taint_words,

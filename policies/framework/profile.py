@@ -314,6 +314,52 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
             }
         ],
     },
+    # Trimaran (scheduler-plugins): measured load instead of requests for scoring, and seed 001's load
+    # thresholds as a filter. TaintToleration keeps scoring, as in upstream's Trimaran examples.
+    "trimaran": {
+        "schedulerName": "trimaran",
+        "plugins": {
+            "filter": {"enabled": [{"name": "LoadThresholds"}]},
+            "score": {
+                "disabled": [{"name": "NodeResourcesFit"}, {"name": "NodeResourcesBalancedAllocation"}],
+                "enabled": [
+                    {"name": "TargetLoadPacking", "weight": 1},
+                    {"name": "LoadVariationRiskBalancing", "weight": 1},
+                ],
+            },
+        },
+    },
+    # Seed 000: oversell by portraits (requests × OverSellRate as the hard limit, 24-hour caps as the soft
+    # one) and steer each resource's peak hour towards its target.
+    "portrait": {
+        "schedulerName": "portrait",
+        "plugins": {
+            "filter": {
+                "disabled": [{"name": "NodeResourcesFit"}],
+                "enabled": [{"name": "PodFitsResourceOnPortrait"}],
+            },
+            "score": {
+                "disabled": [{"name": "NodeResourcesFit"}, {"name": "NodeResourcesBalancedAllocation"}],
+                "enabled": [{"name": "ResourceBalanceOnPortrait", "weight": 1}],
+            },
+        },
+    },
+    # Seed 001's recommendation: global variance at high weight, Trimaran at low weight, and yesterday's
+    # peak as a filter.
+    "balanced": {
+        "schedulerName": "balanced",
+        "plugins": {
+            "filter": {"enabled": [{"name": "PeakReference"}]},
+            "score": {
+                "disabled": [{"name": "NodeResourcesFit"}, {"name": "NodeResourcesBalancedAllocation"}],
+                "enabled": [
+                    {"name": "GlobalVarianceMin", "weight": 3},
+                    {"name": "TargetLoadPacking", "weight": 1},
+                    {"name": "LoadVariationRiskBalancing", "weight": 1},
+                ],
+            },
+        },
+    },
 }
 
 

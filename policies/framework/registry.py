@@ -41,10 +41,12 @@ def registry() -> dict[str, PluginSpec]:
         from policies.plugins import (
             coscheduling,
             limitsum,
+            loadaware,
             nodeaffinity,
             nodeports,
             noderesources,
             nodeunschedulable,
+            portrait,
             preemption,
             queuesort,
             rolespread,
@@ -65,6 +67,13 @@ def registry() -> dict[str, PluginSpec]:
             _spec(rolespread),
             _spec(coscheduling),
             _spec(preemption),
+            _spec(loadaware.targetloadpacking),
+            _spec(loadaware.loadvariation),
+            _spec(loadaware.loadthresholds),
+            _spec(loadaware.peakreference),
+            _spec(loadaware.globalvariance),
+            _spec(portrait.fits),
+            _spec(portrait.balance),
         ]
         _REGISTRY = {spec.name: spec for spec in specs}
     return _REGISTRY

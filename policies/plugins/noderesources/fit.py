@@ -25,6 +25,10 @@ REASON_TOO_MANY_PODS = "Too many pods"
 MAX_CUSTOM_PRIORITY_SCORE = 10
 MAX_UTILIZATION = 100
 EXACT_FLOAT_LIMIT = 2**46
+# requestsFrom usage: resource, its column among window and portrait metrics alike, quantity units per
+# metric unit (cpu load is in cores, requests in millicores).
+_USAGE_RESOURCES = (("cpu", 0, 1000.0), ("memory", 1, 1.0))
+_USAGE_STATE = f"{NAME}/usage"
 
 
 def insufficient(resource: str) -> str:
@@ -74,6 +78,10 @@ class Args(StrictArgs):
     """Extended resources the filter does not check (e.g. ones a device plugin admits itself)."""
     ignored_resource_groups: list[str] = Field(default_factory=list, alias="ignoredResourceGroups")
     """Extended resources whose domain (``example.com`` of ``example.com/aaa``) the filter does not check."""
+    requests_from: Literal["requests", "usage"] = Field(default="requests", alias="requestsFrom")
+    """``usage`` (seed 001, for pods that declare no requests, e.g. Redis instances): a node's cpu and memory
+    "requested" is its measured load (window mean + pods placed since) where it has window data, and a pod
+    that declares no request counts its workload portrait's peak hourly mean."""
 
 
 class NodeResourcesFit:
@@ -111,22 +119,64 @@ class NodeResourcesFit:
     def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         snapshot, info = ctx.snapshot, ctx.info
         fits: BoolArray = snapshot.pod_count[nodes] < snapshot.max_pods[nodes]
+        by_usage = self._by_usage(ctx)
         for column in self._checked_columns(ctx):
-            fits &= snapshot.free[nodes, column] >= info.vector[column]
+            if column not in by_usage:
+                fits &= snapshot.free[nodes, column] >= info.vector[column]
+        for column, pod_amount in by_usage.items():
+            fits &= (
+                self._usage_requested(ctx, nodes, column) + pod_amount <= snapshot.allocatable[nodes, column]
+            )
         return fits
+
+    # ----------------------------------------------------------------------------- requestsFrom
+
+    def _by_usage(self, ctx: CycleContext) -> dict[int, float]:
+        """Columns judged by measured usage, with the pod's amount for each ({} unless requestsFrom is
+        usage)."""
+        if self.args.requests_from != "usage":
+            return {}
+        cached: dict[int, float] | None = ctx.state.get(_USAGE_STATE)
+        if cached is not None:
+            return cached
+        snapshot, info = ctx.snapshot, ctx.info
+        estimate = snapshot.usage.pod_load(ctx.pod, ctx.now).mean.max(axis=0)
+        result = {}
+        for resource, metric, units in _USAGE_RESOURCES:
+            column = snapshot.column[resource]
+            declared = float(info.vector[column]) if column < len(info.vector) else 0.0
+            result[column] = declared if declared > 0 else float(estimate[metric]) * units
+        ctx.state[_USAGE_STATE] = result
+        return result
+
+    def _usage_requested(self, ctx: CycleContext, nodes: Nodes, column: int) -> npt.NDArray[np.float64]:
+        snapshot = ctx.snapshot
+        usage = snapshot.usage
+        resource = snapshot.resources[column]
+        window, units = next((w, u) for r, w, u in _USAGE_RESOURCES if r == resource)
+        measured = (usage.window_mean[nodes, window] + usage.window_assumed[nodes, window]) * units
+        result: npt.NDArray[np.float64] = np.where(
+            usage.window_has[nodes, window], measured, snapshot.requested[nodes, column]
+        )
+        return result
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
         snapshot, info = ctx.snapshot, ctx.info
         # Upstream order: pods, cpu, memory, ephemeral-storage, then extended resources (sorted here, as
         # Go's map order is random).
         columns = sorted(self._checked_columns(ctx), key=lambda c: (c >= 3, snapshot.resources[c]))
+        by_usage = self._by_usage(ctx)
         result = []
         for row in nodes.tolist():
             found = []
             if snapshot.pod_count[row] + 1 > snapshot.max_pods[row]:
                 found.append(REASON_TOO_MANY_PODS)
             for column in columns:
-                if info.vector[column] > snapshot.free[row, column]:
+                if column not in by_usage and info.vector[column] > snapshot.free[row, column]:
+                    found.append(insufficient(snapshot.resources[column]))
+            for column, pod_amount in by_usage.items():
+                used = float(self._usage_requested(ctx, np.array([row]), column)[0])
+                if used + pod_amount > snapshot.allocatable[row, column]:
                     found.append(insufficient(snapshot.resources[column]))
             result.append(found)
         return result
@@ -140,11 +190,17 @@ class NodeResourcesFit:
         exact_float = ctx.snapshot.max_allocatable < EXACT_FLOAT_LIMIT
         node_score = np.zeros(len(nodes))
         weight_sum = np.zeros(len(nodes))
+        by_usage = self._by_usage(ctx)
         for resource, weight in self.resources:
             pair = requested_and_allocatable(ctx, nodes, resource, use_requested=False)
             if pair is None:
                 continue
             requested, allocatable = pair
+            column = ctx.snapshot.column.get(resource, -1)
+            if column in by_usage:
+                # Whole units: the scoring math below is Go's integer math.
+                measured = self._usage_requested(ctx, nodes, column) + by_usage[column]
+                requested = np.ceil(measured).astype(np.int64)
             present = allocatable > 0
             score = self._resource_score(requested, allocatable, present, exact_float)
             counted = present & (score > 0) if self.strategy == "RequestedToCapacityRatio" else present

@@ -1,0 +1,105 @@
+"""PodFitsResourceOnPortrait (seed 000): NodeResourcesFit's filter for oversold nodes.
+
+Hard limits (requests): cpu requested with the pod ≤ allocatable cpu × OverSellRate (the node's
+`oversell_rate`, else this plugin's arg), memory requested ≤ allocatable memory; pod count and every other
+requested resource as NodeResourcesFit checks them (an oversold GPU is not a thing). Soft limit (portrait):
+with the pod assumed on the node, every hour's cap = μ + z·σ stays within allocatable, for cpu and memory.
+
+Most nodes are cleared without touching their 24 hours: max_h cap_N(h) + max_h cap_P(h) bounds the
+combined cap from above (√(a + b) ≤ √a + √b), so only nodes near the limit get the exact hourly check.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import Field
+
+from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes, node_rows
+from policies.plugins.noderesources.common import StrictArgs
+from policies.plugins.noderesources.fit import REASON_TOO_MANY_PODS, insufficient
+from policies.usage import PORTRAIT_METRICS
+
+__all__ = ["NAME", "REASON_OVERSOLD", "Args", "PodFitsResourceOnPortrait", "new", "portrait_over"]
+
+NAME = "PodFitsResourceOnPortrait"
+REASON_OVERSOLD = "Insufficient cpu (oversell limit)"
+_CHECKED = (("cpu", 1000.0), ("memory", 1.0))  # portrait metric, allocatable units per metric unit
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def portrait_over(resource: str) -> str:
+    return f"node(s) {resource} portrait cap would exceed allocatable"
+
+
+class Args(StrictArgs):
+    oversell_rate: Annotated[float, Field(gt=0.0, le=100.0, alias="overSellRate")] = 1.5
+
+
+class PodFitsResourceOnPortrait:
+    name = NAME
+
+    def __init__(self, args: Args) -> None:
+        self.oversell_rate = args.oversell_rate
+
+    def _rate(self, ctx: CycleContext, nodes: Nodes) -> FloatArray:
+        own = ctx.snapshot.oversell[nodes]
+        rate: FloatArray = np.where(np.isnan(own), self.oversell_rate, own)
+        return rate
+
+    def _hard(self, ctx: CycleContext, nodes: Nodes) -> list[tuple[str, BoolArray]]:
+        snapshot, info = ctx.snapshot, ctx.info
+        checks: list[tuple[str, BoolArray]] = [
+            (REASON_TOO_MANY_PODS, snapshot.pod_count[nodes] >= snapshot.max_pods[nodes])
+        ]
+        cpu = snapshot.column["cpu"]
+        for column in info.requested_columns.tolist():
+            if column == cpu:
+                limit = snapshot.allocatable[nodes, cpu] * self._rate(ctx, nodes)
+                checks.append((REASON_OVERSOLD, snapshot.requested[nodes, cpu] + info.vector[cpu] > limit))
+            else:
+                short = snapshot.free[nodes, column] < info.vector[column]
+                checks.append((insufficient(snapshot.resources[column]), short))
+        return checks
+
+    def _soft(self, ctx: CycleContext, nodes: Nodes) -> list[tuple[str, BoolArray]]:
+        snapshot = ctx.snapshot
+        usage = snapshot.usage
+        pod = ctx.state.get(NAME)
+        if pod is None:
+            pod = ctx.state[NAME] = usage.pod_load(ctx.pod, ctx.now)
+        pod_cap = (pod.mean + usage.z * np.sqrt(pod.var)).max(axis=0)
+        checks = []
+        rows = node_rows(nodes)
+        for resource, units in _CHECKED:
+            metric = PORTRAIT_METRICS.index(resource)
+            allocatable = snapshot.allocatable[rows, snapshot.column[resource]] / units
+            over = np.zeros(len(rows), dtype=np.bool_)
+            unsure = np.flatnonzero(usage.cap_max[rows, metric] + pod_cap[metric] > allocatable)
+            if len(unsure):
+                near = rows[unsure]
+                mean = usage.base_mean[near, :, metric] + pod.mean[:, metric]
+                var = usage.base_var[near, :, metric] + pod.var[:, metric]
+                cap = mean + usage.z * np.sqrt(np.maximum(var, 0.0))
+                over[unsure] = (cap > allocatable[unsure, None]).any(axis=1)
+            checks.append((portrait_over(resource), over))
+        return checks
+
+    def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
+        bad: BoolArray | None = None
+        for _, over in (*self._hard(ctx, nodes), *self._soft(ctx, nodes)):
+            bad = over.copy() if bad is None else bad | over
+        assert bad is not None
+        fits: BoolArray = ~bad
+        return fits
+
+    def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
+        checks = (*self._hard(ctx, nodes), *self._soft(ctx, nodes))
+        return [[reason for reason, over in checks if over[i]] for i in range(len(nodes))]
+
+
+def new(args: Args | None, handle: object) -> PodFitsResourceOnPortrait:
+    return PodFitsResourceOnPortrait(args or Args())
