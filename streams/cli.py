@@ -19,6 +19,7 @@ from schemas.documents import load_documents
 from schemas.exceptions import EyrieError
 from schemas.jsonschema import export_schemas
 from streams.cli_broker import broker_app
+from streams.cli_trace import trace_app
 from streams.client import EyrieClient
 from streams.settings import Settings, load_settings
 from streams.topics import ensure_topics
@@ -40,6 +41,7 @@ schema_app = typer.Typer(help="JSON Schemas of the wire models.", no_args_is_hel
 app.add_typer(schema_app, name="schema")
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
+app.add_typer(trace_app, name="trace", help="Convert public cluster traces into event logs.")
 
 stderr = Console(stderr=True)
 

@@ -1,0 +1,334 @@
+"""Load-aware and portrait plugins (SPEC 4.4, 4.5) against hand-computed expectations, through one dry
+cycle (`Scheduler.explain`) on node states as `eyrie explain` reads them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from policies.explain import NodeState, build_scheduler, to_portrait
+from policies.framework.profile import ProfileSet, parse_profile
+from policies.plugins.loadaware.common import min_max, round_half_away
+from policies.plugins.loadaware.globalvariance import variance_increase
+from policies.plugins.portrait.balance import gaussian_score
+from policies.scheduler import Explanation
+from schemas.pod import PodRequest
+
+GIB = 1024**3
+
+
+# ------------------------------------------------------------------------------------ builders
+
+
+def node(name: str, cpu: str = "4", memory: int = 16 * GIB, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "capacity": {"cpu": cpu, "memory": memory, "pods": 110},
+        "allocatable": {"cpu": cpu, "memory": memory, "pods": 110},
+        **extra,
+    }
+
+
+def hours(peak: float, peak_std: float = 0.0, base: float = 1.0, at: int = 10) -> list[list[float]]:
+    return [[peak, peak_std] if h == at else [base, 0.0] for h in range(24)]
+
+
+def only(plugin: str, point: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A profile with `plugin` as the only scorer (point "score") or an extra filter (point "filter")."""
+    plugins: dict[str, Any] = {"score": {"disabled": [{"name": "*"}]}}
+    if point == "score":
+        plugins["score"]["enabled"] = [{"name": plugin, "weight": 1}]
+    else:
+        plugins["filter"] = {"enabled": [{"name": plugin}]}
+        if plugin == "PodFitsResourceOnPortrait":  # it replaces NodeResourcesFit's filter
+            plugins["filter"]["disabled"] = [{"name": "NodeResourcesFit"}]
+    document: dict[str, Any] = {"schedulerName": "test", "plugins": plugins}
+    if args is not None:
+        document["pluginConfig"] = [{"name": plugin, "args": args}]
+    return document
+
+
+def explain(
+    nodes: list[dict[str, Any]],
+    pod: dict[str, Any],
+    profile: dict[str, Any],
+    pod_portrait: dict[str, Any] | None = None,
+) -> Explanation:
+    states = [NodeState.model_validate(n) for n in nodes]
+    scheduler = build_scheduler(states, ProfileSet([parse_profile(profile)]))
+    request = PodRequest.model_validate({"uid": "p", **pod})
+    if pod_portrait is not None:
+        scheduler.snapshot.usage.set_workload_portrait(
+            request.workload or request.uid, to_portrait(pod_portrait, "portrait")
+        )
+    return scheduler.explain(request, profile_name=profile["schedulerName"])
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    plugin: str
+    point: str
+    nodes: list[dict[str, Any]]
+    pod: dict[str, Any]
+    scores: dict[str, int] = field(default_factory=dict)
+    filtered: list[str] = field(default_factory=list)
+    args: dict[str, Any] | None = None
+    pod_portrait: dict[str, Any] | None = None
+
+
+def window(cpu: float, cpu_std: float = 0.0, **more: tuple[float, float]) -> dict[str, Any]:
+    result = {"cpu": {"mean": cpu, "std": cpu_std}}
+    result.update({metric: {"mean": m, "std": s} for metric, (m, s) in more.items()})
+    return result
+
+
+CASES = [
+    Case(
+        "TargetLoadPacking gives seed 001's example: X = 50, 4-core nodes using 1, 2, 3 cores → 75, 100, 25.",
+        "TargetLoadPacking",
+        "score",
+        [node(f"n{i}", window=window(float(i))) for i in (1, 2, 3)],
+        {"containers": []},
+        scores={"n1": 75, "n2": 100, "n3": 25},
+        args={"targetUtilization": 50},
+    ),
+    Case(
+        "TargetLoadPacking scores a node without window data 0, and one past 100 % 0.",
+        "TargetLoadPacking",
+        "score",
+        [node("quiet"), node("full", window=window(3.9))],
+        {"requests": {"cpu": "1"}},  # predicted 1.5 cores: 3.9 + 1.5 > 4
+        scores={"quiet": 0, "full": 0},
+    ),
+    Case(
+        "TargetLoadPacking adds the cpu of pods assumed since the window's last sample.",
+        "TargetLoadPacking",
+        "score",
+        [node("a", window=window(0.4)), node("b", window=window(0.4), assumed={"cpu": "1200m"})],
+        {"limits": {"cpu": "400m"}, "requests": {"cpu": "400m"}},
+        # a: U = 100·(400+400)/4000 = 20 → round(60·20/40 + 40) = 70; b: U = 50 → round(40·50/60) = 33.
+        scores={"a": 70, "b": 33},
+    ),
+    Case(
+        "LoadVariationRiskBalancing: μ = (1 + 1)/4, σ = 0.4/4, risk = 0.3 → 70.",
+        "LoadVariationRiskBalancing",
+        "score",
+        [node("n", window=window(1.0, 0.4))],
+        {"requests": {"cpu": "1"}},
+        scores={"n": 70},
+    ),
+    Case(
+        "LoadVariationRiskBalancing takes the lower of cpu and memory when both have data.",
+        "LoadVariationRiskBalancing",
+        "score",
+        [node("n", window=window(1.0, 0.4, memory=(8.0 * GIB, 0.0)))],
+        {"requests": {"cpu": "1", "memory": 4 * GIB}},
+        # cpu 70; memory μ = 12/16 = 0.75, σ = 0 → risk 0.375 → 62.5 → min 62.5 → 63 (half away from zero).
+        scores={"n": 63},
+    ),
+    Case(
+        "LoadVariationRiskBalancing's kep variant: S = min(0.5 + 0.1, 1) → 40.",
+        "LoadVariationRiskBalancing",
+        "score",
+        [node("n", window=window(1.0, 0.4))],
+        {"requests": {"cpu": "1"}},
+        scores={"n": 40},
+        args={"variant": "kep"},
+    ),
+    Case(
+        "LoadThresholds rejects a node whose cpu load plus the pod passes 65 %; unmeasured nodes pass.",
+        "LoadThresholds",
+        "filter",
+        [node("hot", window=window(2.0)), node("ok", window=window(1.5)), node("unmeasured")],
+        {"requests": {"cpu": "700m"}},  # hot: 2.7/4 = 0.675 > 0.65; ok: 2.2/4 = 0.55
+        filtered=["hot"],
+    ),
+    Case(
+        "LoadThresholds counts pods assumed since the window's last sample.",
+        "LoadThresholds",
+        "filter",
+        [node("n", window=window(1.5), assumed={"cpu": "1"})],
+        {"requests": {"cpu": "200m"}},  # 1.5 + 1 + 0.2 = 2.7 > 2.6
+        filtered=["n"],
+    ),
+    Case(
+        "PeakReference rejects a node whose portrait peak plus the pod passes 90 % of allocatable.",
+        "PeakReference",
+        "filter",
+        [node("high", portrait={"cpu": hours(3.2)}), node("low", portrait={"cpu": hours(2.0)}), node("new")],
+        {"requests": {"cpu": "500m"}},  # high: 3.7 > 3.6; low: 2.5
+        filtered=["high"],
+    ),
+    Case(
+        "GlobalVarianceMin prefers the node that evens the cluster: utilisations 0.2, 0.5, 0.8 → 100, 50, 0.",
+        "GlobalVarianceMin",
+        "score",
+        [
+            node(name, cpu="10", requested={"cpu": cpu}, pods=1)
+            for name, cpu in (("a", "2"), ("b", "5"), ("c", "8"))
+        ],
+        {"requests": {"cpu": "1"}},
+        scores={"a": 100, "b": 50, "c": 0},
+        args={"resources": [{"name": "cpu"}]},
+    ),
+    Case(
+        "GlobalVarianceMin reads measured load where a node has window data.",
+        "GlobalVarianceMin",
+        "score",
+        [
+            node("a", cpu="10", window=window(8.0)),
+            node("b", cpu="10", requested={"cpu": "8"}, pods=1, window=window(2.0)),
+        ],
+        {"requests": {"cpu": "1"}},
+        scores={"a": 0, "b": 100},
+        args={"resources": [{"name": "cpu"}]},
+    ),
+    Case(
+        "PodFitsResourceOnPortrait lets requested cpu reach allocatable × 1.5 and no further.",
+        "PodFitsResourceOnPortrait",
+        "filter",
+        [node("edge", requested={"cpu": "5"}, pods=1), node("over", requested={"cpu": "5500m"}, pods=1)],
+        {"requests": {"cpu": "1"}},
+        filtered=["over"],
+    ),
+    Case(
+        "PodFitsResourceOnPortrait honours a node's own oversell rate.",
+        "PodFitsResourceOnPortrait",
+        "filter",
+        [
+            node("strict", requested={"cpu": "4"}, pods=1, oversell_rate=1.0),
+            node("loose", requested={"cpu": "4"}, pods=1),
+        ],
+        {"requests": {"cpu": "100m"}},
+        filtered=["strict"],
+    ),
+    Case(
+        "PodFitsResourceOnPortrait rejects a node whose hourly cap with the pod passes allocatable.",
+        "PodFitsResourceOnPortrait",
+        "filter",
+        # hour 10: (3.0 + 0.5) + 1.645 × √(0.25 + 0) = 4.32 > 4; the other node: 2.5 + 0.82 = 3.32.
+        [node("peaky", portrait={"cpu": hours(3.0, 0.5)}), node("calm", portrait={"cpu": hours(2.0, 0.5)})],
+        {"requests": {"cpu": "2"}, "workload": "web"},
+        filtered=["peaky"],
+        pod_portrait={"cpu": [[0.5, 0.0]] * 24},
+    ),
+    Case(
+        "PodFitsResourceOnPortrait uses the request when the pod's workload has no portrait (cold start).",
+        "PodFitsResourceOnPortrait",
+        "filter",
+        [node("n", portrait={"cpu": hours(3.0)})],
+        {"requests": {"cpu": "1100m"}},  # 3.0 + 1.1 > 4
+        filtered=["n"],
+    ),
+    Case(
+        "ResourceBalanceOnPortrait ranks a node under the cpu target above one over it; no-data metrics tie.",
+        "ResourceBalanceOnPortrait",
+        "score",
+        [node("under", portrait={"cpu": hours(1.2, 0.2)}), node("over", portrait={"cpu": hours(3.6, 0.2)})],
+        {"containers": []},
+        # cpu: Norm 1 and 0; llcmiss, crpki: equal → 1 → round(100·3/3) = 100 and round(100·2/3) = 67.
+        scores={"under": 100, "over": 67},
+    ),
+    Case(
+        "NodeResourcesFit with requestsFrom usage judges a pod without requests by its workload's peak.",
+        "NodeResourcesFit",
+        "filter",
+        [node("busy", window=window(3.5)), node("idle", window=window(3.0))],
+        {"containers": [{}], "workload": "redis"},  # estimate 0.6 cores: 4.1 > 4 on busy, 3.6 on idle
+        filtered=["busy"],
+        args={"requestsFrom": "usage"},
+        pod_portrait={"cpu": hours(0.6, base=0.1)},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_plugin(case: Case) -> None:
+    if case.plugin == "NodeResourcesFit":
+        profile: dict[str, Any] = {
+            "schedulerName": "test",
+            "pluginConfig": [{"name": case.plugin, "args": case.args}],
+        }
+    else:
+        profile = only(case.plugin, case.point, case.args)
+    out = explain(case.nodes, case.pod, profile, case.pod_portrait).to_json()
+    if case.point == "score":
+        assert out["scores"][case.plugin] == case.scores
+    assert sorted(out["filtered"]) == sorted(case.filtered), out["filtered"]
+
+
+def test_requests_from_usage_scores_least_allocated_on_measured_load() -> None:
+    profile = {
+        "schedulerName": "test",
+        "pluginConfig": [{"name": "NodeResourcesFit", "args": {"requestsFrom": "usage"}}],
+    }
+    out = explain(
+        [node("n", window=window(3.0))],
+        {"containers": [{}], "workload": "redis"},
+        profile,
+        {"cpu": hours(0.6, base=0.1)},
+    ).to_json()
+    # cpu: (4000 − 3600)·100/4000 = 10; memory: no window, nothing requested → 100; ⌊110/2⌋ = 55.
+    assert out["scores"]["NodeResourcesFit"] == {"n": 55}
+
+
+# ---------------------------------------------------------------------------------- formulas
+
+
+@pytest.mark.parametrize(
+    ("name", "mean", "std", "target", "expected"),
+    [
+        ("Zero std under the target scores 1.", 0.3, 0.0, 0.6, 1.0),
+        ("Zero std over the target scores 0.", 0.9, 0.0, 0.6, 0.0),
+        ("A node exactly at the target scores one half.", 0.6, 0.1, 0.6, 0.5),
+        ("Zero std exactly at the target scores one half.", 0.6, 0.0, 0.6, 0.5),
+        ("Far above the target the score vanishes.", 5.0, 0.1, 0.6, 0.0),
+        ("One std under the target scores Φ(1).", 0.5, 0.1, 0.6, 0.8413447460685429),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_gaussian_score(name: str, mean: float, std: float, target: float, expected: float) -> None:
+    assert gaussian_score(np.array([mean]), np.array([std]), target)[0] == pytest.approx(expected, abs=1e-12)
+
+
+def test_min_max_with_equal_scores_gives_one_everywhere() -> None:
+    assert min_max(np.array([0.3, 0.3, 0.3])).tolist() == [1.0, 1.0, 1.0]
+    assert min_max(np.array([1.0, 2.0, 3.0])).tolist() == [0.0, 0.5, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(2.5, 3), (-2.5, -3), (0.49999999999999994, 0), (62.5, 63), (7.4999, 7)]
+)
+def test_round_half_away_from_zero_is_gos_math_round(value: float, expected: int) -> None:
+    assert int(round_half_away([value])[0]) == expected
+
+
+def test_the_closed_form_variance_change_equals_recomputing_the_variance() -> None:
+    rng = np.random.default_rng(7)
+    utilization = rng.random(50)
+    delta = rng.random(50) * 0.1
+    closed = variance_increase(utilization, utilization, delta)
+    for j in range(50):
+        changed = utilization.copy()
+        changed[j] += delta[j]
+        assert closed[j] == pytest.approx(changed.var() - utilization.var(), abs=1e-15)
+
+
+def test_pods_placed_after_the_window_count_until_a_newer_window_covers_them() -> None:
+    states = [NodeState.model_validate(node("n", window=window(1.0)))]
+    scheduler = build_scheduler(states, ProfileSet([parse_profile({"schedulerName": "trimaran"} | {})]))
+    usage = scheduler.snapshot.usage
+    snapshot = scheduler.snapshot
+    pod = PodRequest.model_validate({"uid": "a", "requests": {"cpu": "500m"}})
+    snapshot.assume(snapshot.pod_info(pod), 0, at=100.0)
+    assert usage.window_assumed[0, 0] == pytest.approx(0.5)
+    usage.set_window(0, {"cpu": (1.5, 0.0)}, end=130.0)  # 30 s after: may not be in it yet
+    assert usage.window_assumed[0, 0] == pytest.approx(0.5)
+    usage.set_window(0, {"cpu": (1.5, 0.0)}, end=200.0)  # 100 s after: covered
+    assert usage.window_assumed[0, 0] == 0.0
+    snapshot.forget("a")
+    assert usage.window_assumed[0, 0] == 0.0
