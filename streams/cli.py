@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from schemas.documents import load_documents
-from schemas.exceptions import EyrieError
+from schemas.exceptions import EyrieError, InvalidInput
 from schemas.jsonschema import export_schemas
 from streams.cli_broker import broker_app
 from streams.cli_trace import trace_app
@@ -199,6 +199,46 @@ def explain(
 
     result = explain_files(nodes, pod, profile, scheduler_name)
     sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
+
+
+@app.command()
+@one_line_errors
+def evaluate(
+    experiment: Annotated[str, typer.Option("--experiment", help="Which experiment: portrait")],
+    trace: Annotated[Path, typer.Option("--trace", help="The trace directory the experiment reads")],
+    out: Annotated[Path, typer.Option("--out", help="Where to write the table, CSV and plots")] = Path(
+        "evaluation"
+    ),
+    policy: Annotated[
+        list[str] | None, typer.Option("--policy", help="Profiles to compare (repeat; default: all four)")
+    ] = None,
+    nodes: Annotated[int, typer.Option("--nodes", min=1, max=10000, help="Equal nodes in the cluster")] = 12,
+    replicas: Annotated[int, typer.Option("--replicas", min=1, max=1000, help="Copies of each workload")] = 4,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the arrival order")] = 42,
+) -> None:
+    """Run an offline experiment; prints a table, writes it with plots to OUT, and ends with one JSON line."""
+    from streams.evaluate import EXPERIMENTS, PORTRAIT_PROFILES, PortraitExperiment, run_portrait_experiment
+    from streams.evaluate.report import write_portrait_report
+
+    if experiment not in EXPERIMENTS:
+        raise InvalidInput(
+            f"--experiment: unknown {experiment!r} (known: {', '.join(EXPERIMENTS)})", field="experiment"
+        )
+    setup = PortraitExperiment(
+        trace=trace, profiles=tuple(policy or PORTRAIT_PROFILES), nodes=nodes, replicas=replicas, seed=seed
+    )
+    results = run_portrait_experiment(setup)
+    context = {
+        "command": f"eyrie evaluate --experiment portrait --trace {trace}",
+        "nodes": f"{setup.nodes} × {setup.node_cpu_cores} cores / {setup.node_memory_bytes // 1024**3} GiB",
+        "replicas per workload": setup.replicas,
+        "training days": setup.train_days,
+        "seed": setup.seed,
+    }
+    written = write_portrait_report(results, out, context)
+    typer.echo((out / "results.md").read_text().split("\n\n", 1)[-1].rstrip())
+    typer.echo(f"wrote {', '.join(str(path) for path in written)}")
+    sys.stdout.write(orjson.dumps({r.profile: r.metrics() for r in results}).decode() + "\n")
 
 
 @topics_app.command("create")
