@@ -229,7 +229,9 @@ def evaluate(
     )
     results = run_portrait_experiment(setup)
     context = {
-        "command": f"eyrie evaluate --experiment portrait --trace {trace}",
+        "command": f"eyrie evaluate --experiment portrait --trace {trace} --out {out}"
+        + "".join(f" --policy {name}" for name in policy or ())
+        + f" --nodes {nodes} --replicas {replicas} --seed {seed}",
         "nodes": f"{setup.nodes} × {setup.node_cpu_cores} cores / {setup.node_memory_bytes // 1024**3} GiB",
         "replicas per workload": setup.replicas,
         "training days": setup.train_days,
