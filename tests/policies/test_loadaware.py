@@ -332,3 +332,66 @@ def test_pods_placed_after_the_window_count_until_a_newer_window_covers_them() -
     assert usage.window_assumed[0, 0] == 0.0
     snapshot.forget("a")
     assert usage.window_assumed[0, 0] == 0.0
+
+
+# ------------------------------------------------------------------------------- explain's files
+
+
+def test_explain_reads_a_pod_portrait_beside_the_pod_request(tmp_path: Any) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    nodes = [
+        node("peaky", portrait={"cpu": hours(3.0, 0.5)}),
+        node("calm", portrait={"cpu": hours(2.0, 0.5)}),
+    ]
+    pod = {
+        "uid": "p",
+        "requests": {"cpu": "2"},
+        "scheduler_name": "portrait",
+        "portrait": {"cpu": [[0.5, 0.0]] * 24},
+    }
+    (tmp_path / "nodes.json").write_text(json.dumps(nodes))
+    (tmp_path / "pod.json").write_text(json.dumps(pod))
+    args = ["explain", "--nodes", str(tmp_path / "nodes.json"), "--pod", str(tmp_path / "pod.json")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["selected"] == "calm"
+    assert out["filtered"] == {"peaky": ["node(s) cpu portrait cap would exceed allocatable"]}
+
+    pod["portrait"] = {"gpu_temp": [[1.0, 0.0]] * 24}
+    (tmp_path / "pod.json").write_text(json.dumps(pod))
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "no portrait metric 'gpu_temp'" in result.output
+
+
+def test_replacing_the_profile_swaps_portrait_targets_at_run_time() -> None:
+    def profile(target: float) -> dict[str, Any]:
+        document = only(
+            "ResourceBalanceOnPortrait", "score", {"resources": [{"name": "cpu", "target": target}]}
+        )
+        document["schedulerName"] = "portrait"
+        return document
+
+    states = [
+        NodeState.model_validate(node("half", portrait={"cpu": hours(2.0, 0.0, base=2.0)})),
+        NodeState.model_validate(node("empty")),
+    ]
+    profiles = ProfileSet([parse_profile(profile(0.6))])
+    scheduler = build_scheduler(states, profiles)
+    pod = PodRequest.model_validate({"uid": "p", "containers": []})
+    assert scheduler.explain(pod, profile_name="portrait").to_json()["scores"][
+        "ResourceBalanceOnPortrait"
+    ] == {
+        "half": 100,
+        "empty": 100,
+    }
+    # Target 0.25: the half-loaded node is now over it (std 0 → score 0), the empty one under it.
+    profiles.replace(parse_profile(profile(0.25)))
+    scores = scheduler.explain(pod, profile_name="portrait").to_json()["scores"]["ResourceBalanceOnPortrait"]
+    assert scores == {"half": 0, "empty": 100}
