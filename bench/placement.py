@@ -1,6 +1,7 @@
 """Placement throughput: eyrie's Scheduler against a plain per-node Python loop, in the same process.
 
     python -m bench.placement [--nodes N] [--pods P] [--profile NAME] [--seed S] [--baseline-pods K]
+                              [--cprofile TOP]
 
 A seeded synthetic cluster (node shapes, zones, GPUs, taints, cordons, 20-50% existing usage) and a seeded
 pod stream. Eyrie schedules every pod, one decision at a time (`add_pod` + `schedule`, every node filtered
@@ -9,6 +10,14 @@ its own state in plain Python objects; it runs over the first K pods from the sa
 two are compared pod by pod (node, total and per-plugin scores). When they disagree, a second, untimed pass
 keeps the baseline on eyrie's placements so each disagreement is seen on its own, and prints both sides'
 verdicts for every node that differs.
+
+The per-node loop covers the request-based profiles (default, binpack) only. The load-aware profiles
+(trimaran, portrait, balanced) run on a snapshot with measured load: every node gets a sliding window
+(cpu, memory, bandwidth at 20-70% utilisation) and an hourly node portrait, a few hundred workloads get
+portraits, and the pods carry those workloads' names (some carry none, or one with no portrait yet: the
+cold-start path). Pods arrive at an increasing `now`, so each is tracked as placed since the measurements.
+Their baseline is the `default` profile, run in the same process on the same nodes, pods and measured load;
+`default` on a snapshot without measured load (what `--profile default` times) is shown too.
 
 Prints a table, then as its last line a JSON object with the figures.
 """
@@ -32,6 +41,8 @@ import orjson
 from policies.framework.profile import BUILTIN_PROFILES, ProfileSet
 from policies.scheduler import Explanation, Placed, Scheduler, Unschedulable
 from policies.snapshot import nonzero_requests
+from policies.usage import PORTRAIT_METRICS, WINDOW_METRICS
+from portraits.hourly import HOURS, Portrait
 from schemas.node import NodeSpec
 from schemas.pod import PodRequest
 from schemas.quantity import Resources
@@ -47,6 +58,12 @@ ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
 NOW = 0.0
 """Time stands still: a pod that fails stays parked in backoff instead of being retried mid-run."""
+LOAD_PROFILES = ("trimaran", "portrait", "balanced")
+"""Profiles that read measured load: they run on a snapshot with windows and portraits, against `default`."""
+ARRIVAL_STEP = 0.01
+"""Seconds between pod arrivals on the load-aware runs: 5,000 pods span 50 s, well inside the scheduler's
+unschedulable flush interval, so a pod that fails is still not retried mid-run."""
+TARGET_LOAD_PODS_PER_S = 1500.0
 
 # (instance type, node-type, cores, memory GiB, GPUs, relative frequency)
 SHAPES = (
@@ -284,6 +301,136 @@ def make_cluster(nodes: int, pods: Sequence[PodRequest], seed: int) -> Cluster:
     return Cluster(specs, existing, (low, high))
 
 
+# ------------------------------------------------------------------------------------------ measured load
+
+BANDWIDTH = 1.25e9
+"""A 10 Gbit/s NIC, in bytes/s: the bandwidth window's scale (nodes here have no bandwidth resource, so
+LoadThresholds skips that metric, but the window carries it as the metrics agent would)."""
+WORKLOADS = 300
+
+
+@dataclass(slots=True)
+class Load:
+    """The measured load a run starts from: workload portraits by name, and per node (same order as the
+    cluster's specs) a window and a portrait."""
+
+    workloads: dict[str, Portrait]
+    windows: list[dict[str, tuple[float, float]]]
+    portraits: list[Portrait]
+
+
+def _daily(rng: np.random.Generator, level: np.ndarray, amplitude: tuple[float, float]) -> np.ndarray:
+    """(24, metrics): each metric's level on a daily cycle with its own amplitude and phase."""
+    hours = np.arange(HOURS, dtype=np.float64)[:, None]
+    width = len(level)
+    swing = rng.uniform(*amplitude, width)
+    phase = rng.uniform(0.0, 24.0, width)
+    cycle: np.ndarray = level * (1.0 + swing * np.sin(2 * np.pi * (hours - phase) / HOURS))
+    return cycle
+
+
+def _portrait(
+    rng: np.random.Generator,
+    level: np.ndarray,
+    amplitude: tuple[float, float],
+    spread: tuple[float, float],
+    has: np.ndarray,
+) -> Portrait:
+    mean = _daily(rng, level, amplitude)
+    std = mean * rng.uniform(*spread, len(level))
+    return Portrait(PORTRAIT_METRICS, np.where(has, mean, 0.0), np.where(has, std, 0.0), has)
+
+
+def assign_workloads(pods: Sequence[PodRequest], seed: int) -> tuple[list[PodRequest], dict[str, Portrait]]:
+    """Give pods workload names, and `WORKLOADS` of those workloads portraits. Pods of one workload have
+    similar requests (they are grouped by cpu request), and the portrait is what such pods use: 30-90% of
+    the cpu request, 50-95% of the memory request, on a daily cycle. 85% of the pods belong to a workload
+    with a portrait, 10% to a new workload without one and 5% to none (both take the cold-start path)."""
+    rng = np.random.default_rng([seed, 101])
+    cpu = np.array([p.effective_requests.get("cpu", 0) for p in pods], dtype=np.float64)
+    memory = np.array([p.effective_requests.get("memory", 0) for p in pods], dtype=np.float64)
+    rank = np.empty(len(pods), dtype=np.int64)
+    rank[np.argsort(cpu, kind="stable")] = np.arange(len(pods))
+    group = rank * WORKLOADS // max(1, len(pods))
+    roll = rng.random(len(pods))
+    names = [f"team-{g % 17:02d}/app-{g:03d}" for g in range(WORKLOADS)]
+    assigned: list[PodRequest] = []
+    for i, pod in enumerate(pods):
+        if roll[i] < 0.85:
+            workload: str | None = names[group[i]]
+        elif roll[i] < 0.95:
+            workload = f"team-new/app-{i:06d}"
+        else:
+            workload = None
+        assigned.append(pod.model_copy(update={"workload": workload}))
+    portraits: dict[str, Portrait] = {}
+    width = len(PORTRAIT_METRICS)
+    for g, name in enumerate(names):
+        members = group == g
+        if not members.any():
+            continue
+        level = np.array(
+            [
+                cpu[members].mean() / 1000.0 * rng.uniform(0.3, 0.9),
+                memory[members].mean() * rng.uniform(0.5, 0.95),
+                math.exp(rng.uniform(math.log(1e5), math.log(1e8))),
+                math.exp(rng.uniform(math.log(1e8), math.log(1e10))),
+                rng.uniform(0.01, 1.0),  # LLC misses per kilo-instruction
+                rng.uniform(0.05, 1.0),  # cache references per kilo-instruction
+            ]
+        )
+        has = np.ones((HOURS, width), dtype=np.bool_)
+        has[:, 4:] = rng.random() < 0.3  # perf counters on some hosts only
+        if rng.random() < 0.05:
+            has[rng.random(HOURS) < 0.5] = False  # a young workload: some hours never seen
+        portraits[name] = _portrait(rng, level, (0.1, 0.6), (0.1, 0.4), has)
+    return assigned, portraits
+
+
+def make_load(cluster: Cluster, workloads: dict[str, Portrait], seed: int) -> Load:
+    """Per node: window means at 20-70% of allocatable (cpu, memory, bandwidth) with a 5-30% std, and an
+    hourly portrait around the same levels (±5-25% over the day, σ 3-12% of μ; 10% of nodes without perf
+    counters)."""
+    rng = np.random.default_rng([seed, 202])
+    windows, portraits = [], []
+    width = len(PORTRAIT_METRICS)
+    for spec in cluster.specs:
+        cores = spec.allocatable["cpu"] / 1000.0
+        scale = np.array([cores, float(spec.allocatable["memory"]), BANDWIDTH])
+        means = rng.uniform(0.2, 0.7, len(WINDOW_METRICS)) * scale
+        stds = means * rng.uniform(0.05, 0.3, len(WINDOW_METRICS))
+        windows.append(
+            {m: (float(mean), float(std)) for m, mean, std in zip(WINDOW_METRICS, means, stds, strict=True)}
+        )
+        level = np.array(
+            [
+                *means,
+                math.exp(rng.uniform(math.log(1e11), math.log(1e12))),  # disk, bytes
+                rng.uniform(0.05, 3.0),
+                rng.uniform(0.2, 3.0),
+            ]
+        )
+        has = np.ones((HOURS, width), dtype=np.bool_)
+        has[:, 4:] = rng.random() >= 0.10
+        portraits.append(_portrait(rng, level, (0.05, 0.25), (0.03, 0.12), has))
+    return Load(workloads, windows, portraits)
+
+
+def attach_load(scheduler: Scheduler, cluster: Cluster, load: Load) -> None:
+    """Push the measured load into the snapshot, as the metrics pipeline would: windows ending at t = 0,
+    portraits whose every hour was last seen at t = 0 (the run's pods arrive after, so all of them count as
+    placed since the measurements)."""
+    snapshot = scheduler.snapshot
+    usage = snapshot.usage
+    seen = np.zeros(HOURS)
+    for spec, window, portrait in zip(cluster.specs, load.windows, load.portraits, strict=True):
+        row = snapshot.row_of(spec.name)
+        usage.set_window(row, window, end=NOW)
+        usage.set_node_portrait(row, portrait, seen=seen)
+    for name, portrait in load.workloads.items():
+        usage.set_workload_portrait(name, portrait)
+
+
 # ------------------------------------------------------------------------------------------ eyrie
 
 
@@ -315,14 +462,18 @@ def eyrie_decision(pod: PodRequest, outcomes: Sequence[object]) -> Decision:
     raise AssertionError(f"no outcome for {pod.uid}: {outcomes!r}")
 
 
-def run_eyrie(scheduler: Scheduler, pods: Sequence[PodRequest]) -> tuple[list[Decision], list[int]]:
+def run_eyrie(
+    scheduler: Scheduler, pods: Sequence[PodRequest], step: float = 0.0
+) -> tuple[list[Decision], list[int]]:
+    """Schedule the pods one by one, pod i arriving at NOW + i·step."""
     outcomes: list[list[object]] = []
     latencies: list[int] = []
     clock = time.perf_counter_ns
-    for pod in pods:
+    for i, pod in enumerate(pods):
+        now = NOW + i * step
         start = clock()
-        first = scheduler.add_pod(pod, NOW)
-        second = scheduler.schedule(NOW)
+        first = scheduler.add_pod(pod, now)
+        second = scheduler.schedule(now)
         latencies.append(clock() - start)
         outcomes.append([*first, *second])
     return [eyrie_decision(p, o) for p, o in zip(pods, outcomes, strict=True)], latencies
@@ -752,6 +903,103 @@ def _fill(scheduler: Scheduler) -> str:
     return ", ".join(shares)
 
 
+@dataclass(slots=True)
+class Run:
+    """One timed pass of the pod stream over a freshly built scheduler."""
+
+    label: str
+    decisions: list[Decision]
+    latencies: list[int]
+    build_s: float
+    fill_before: str
+    fill_after: str
+    snapshot_bytes: int
+    usage_bytes: int
+    filtered: tuple[float, dict[str, float]] = (0.0, {})
+    """After the run, over a sample of its pods (untimed): mean feasible nodes, mean nodes rejected by
+    reason."""
+
+    @property
+    def pods_per_s(self) -> float:
+        return len(self.latencies) / (sum(self.latencies) / 1e9)
+
+    @property
+    def placed(self) -> int:
+        return sum(1 for d in self.decisions if d.node is not None)
+
+    def row(self) -> str:
+        latencies = self.latencies
+        p50, p99 = _percentile(latencies, 50), _percentile(latencies, 99)
+        return (
+            f"  {self.label:<26}{len(latencies):>8}{self.pods_per_s:>12,.0f}{p50:>10.3f}{p99:>10.3f}"
+            f"{max(latencies) / 1e6:>10.3f}"
+        )
+
+
+def rejections(
+    scheduler: Scheduler, pods: Sequence[PodRequest], now: float, sample: int = 20
+) -> tuple[float, dict[str, float]]:
+    """Dry cycles (`explain`) for a sample of the pods on the final cluster: how many nodes stay feasible,
+    and how many each reason rejects, on average. Shows which filters the measured load brings into play."""
+    chosen = pods[:: max(1, len(pods) // sample)][:sample]
+    feasible = 0
+    counts: dict[str, int] = {}
+    for pod in chosen:
+        explanation = scheduler.explain(pod.model_copy(update={"uid": f"{pod.uid}-explain"}), now)
+        feasible += len(explanation.feasible)
+        for reasons in explanation.filtered.values():
+            for reason in reasons:
+                counts[reason] = counts.get(reason, 0) + 1
+    average = {reason: count / len(chosen) for reason, count in sorted(counts.items(), key=lambda x: -x[1])}
+    return feasible / len(chosen), average
+
+
+def timed_run(
+    label: str, cluster: Cluster, pods: Sequence[PodRequest], load: Load | None, step: float
+) -> Run:
+    start = time.perf_counter()
+    scheduler = build_scheduler(cluster)
+    if load is not None:
+        attach_load(scheduler, cluster, load)
+    build_s = time.perf_counter() - start
+    fill_before = _fill(scheduler)
+    # The setup's objects are long-lived: keep the collector from walking them during the timed loop.
+    gc.collect()
+    gc.freeze()
+    decisions, latencies = run_eyrie(scheduler, pods, step)
+    snapshot = scheduler.snapshot
+    usage_bytes = snapshot.usage.nbytes() if snapshot.has_usage else 0
+    # After the run: host ports the new pods use add per-node columns.
+    fill_after, snapshot_bytes = _fill(scheduler), snapshot.memory_bytes()
+    run = Run(label, decisions, latencies, build_s, fill_before, fill_after, snapshot_bytes, usage_bytes)
+    if load is not None:
+        run.filtered = rejections(scheduler, pods, NOW + len(pods) * step)
+    del scheduler
+    gc.unfreeze()
+    gc.collect()
+    return run
+
+
+def profile_run(
+    cluster: Cluster, pods: Sequence[PodRequest], load: Load | None, step: float, top: int
+) -> str:
+    """cProfile over a fresh run (untimed for the figures), sorted by cumulative time."""
+    import cProfile
+    import io
+    import pstats
+
+    scheduler = build_scheduler(cluster)
+    if load is not None:
+        attach_load(scheduler, cluster, load)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_eyrie(scheduler, pods, step)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
+    return out.getvalue()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -763,27 +1011,36 @@ def main() -> None:
     parser.add_argument(
         "--baseline-pods", type=int, default=None, help="pods the baseline decides (default min(pods, 2000))"
     )
+    parser.add_argument(
+        "--cprofile", type=int, default=0, help="after the figures, profile a run of the profile; print top N"
+    )
     args = parser.parse_args()
     baseline_pods = min(args.pods, args.baseline_pods if args.baseline_pods is not None else 2000)
+    load_aware = args.profile in LOAD_PROFILES
 
     started = time.perf_counter()
     pod_rng = random.Random(f"{args.seed}-pods")
     pods = [make_pod(i, pod_rng, args.profile) for i in range(args.pods)]
     cluster = make_cluster(args.nodes, pods, args.seed)
+    load: Load | None = None
+    step = 0.0
+    if load_aware:
+        pods, workload_portraits = assign_workloads(pods, args.seed)
+        load = make_load(cluster, workload_portraits, args.seed)
+        step = ARRIVAL_STEP
     generated = time.perf_counter()
-    scheduler = build_scheduler(cluster)
-    loaded = time.perf_counter()
-    setup_s = loaded - started
-    fill_before = _fill(scheduler)
 
-    # The setup's objects are long-lived: keep the collector from walking them during the timed loops.
-    gc.collect()
-    gc.freeze()
-    eyrie, latencies = run_eyrie(scheduler, pods)
-    eyrie_s = sum(latencies) / 1e9
-    fill_after = _fill(scheduler)
-    # After the run: host ports the new pods use add per-node columns.
-    snapshot_bytes = scheduler.snapshot.memory_bytes()
+    main_run = timed_run(f"eyrie {args.profile}" if load_aware else "eyrie", cluster, pods, load, step)
+    eyrie = main_run.decisions
+    setup_s = generated - started + main_run.build_s
+
+    # Load-aware profiles: `default` on the same nodes, pods and measured load (the ratio's baseline), and
+    # on a snapshot without measured load (what `--profile default` measures).
+    default_runs: list[Run] = []
+    if load_aware:
+        as_default = [p.model_copy(update={"scheduler_name": "default"}) for p in pods]
+        default_runs.append(timed_run("eyrie default, same load", cluster, as_default, load, step))
+        default_runs.append(timed_run("eyrie default, no load", cluster, as_default, None, 0.0))
 
     plan, unsupported = make_plan(args.profile)
     base: list[Decision] = []
@@ -802,33 +1059,74 @@ def main() -> None:
     decisions_equal = None if plan is None or not baseline_pods else not mismatches
     node_mismatches = sum(1 for _, e, b in mismatches if e.node != b.node)
 
-    pods_per_s = args.pods / eyrie_s
+    pods_per_s = main_run.pods_per_s
+    latencies = main_run.latencies
     base_per_s = len(base) / (sum(base_latencies) / 1e9) if base else None
-    placed = sum(1 for d in eyrie if d.node is not None)
+    reference = default_runs[0] if default_runs else None
+    if reference is not None:
+        base_per_s = reference.pods_per_s
+    placed = main_run.placed
     print(
         f"placement benchmark: {args.nodes} nodes, {args.pods} pods, profile {args.profile}, seed {args.seed}"
     )
     low, high = cluster.fill
-    for label, text in (
-        ("cluster fill", f"{fill_before}  →  {fill_after}  (existing usage drawn from {low:.0%}-{high:.0%})"),
+    snapshot_text = (
+        f"{main_run.snapshot_bytes / args.nodes:,.0f} bytes/node ({main_run.snapshot_bytes / 2**20:.1f} MiB)"
+    )
+    if main_run.usage_bytes:
+        snapshot_text += f", measured load {main_run.usage_bytes / args.nodes:,.0f} bytes/node"
+    lines = [
+        (
+            "cluster fill",
+            f"{main_run.fill_before}  →  {main_run.fill_after}  "
+            f"(existing usage drawn from {low:.0%}-{high:.0%})",
+        ),
         (
             "setup",
-            f"{setup_s:.2f} s (generate {generated - started:.2f} s, snapshot {loaded - generated:.2f} s; "
+            f"{setup_s:.2f} s (generate {generated - started:.2f} s, snapshot {main_run.build_s:.2f} s; "
             f"baseline state {base_setup_s:.2f} s)",
         ),
-        ("snapshot", f"{snapshot_bytes / args.nodes:,.0f} bytes/node ({snapshot_bytes / 2**20:.1f} MiB)"),
+        ("snapshot", snapshot_text),
         ("placed", f"{placed} of {args.pods} ({args.pods - placed} unschedulable)"),
-    ):
+    ]
+    if load is not None:
+        with_portrait = sum(1 for p in pods if p.workload in load.workloads)
+        lines.insert(
+            1,
+            (
+                "measured load",
+                f"windows and portraits on {len(load.windows)} nodes, "
+                f"{len(load.workloads)} workload portraits; "
+                f"{with_portrait} pods with a workload portrait, {args.pods - with_portrait} cold start; "
+                f"pods arrive every {ARRIVAL_STEP * 1000:g} ms",
+            ),
+        )
+    for label, text in lines:
         print(f"  {label:<19}{text}")
+    for run in default_runs:
+        print(f"  {'placed':<19}{run.placed} of {args.pods} ({run.label.removeprefix('eyrie ')})")
+    for run in (main_run, *default_runs[:1]):
+        if run.filtered[1] or run.filtered[0]:
+            feasible, by_reason = run.filtered
+            top = "; ".join(f"{reason} {count:,.0f}" for reason, count in list(by_reason.items())[:5])
+            name = run.label.removeprefix("eyrie ")
+            print(f"  {'filters at end':<19}{name}: {feasible:,.0f} feasible nodes; rejected: {top}")
     print()
-    print(f"  {'path':<10}{'pods':>8}{'pods/s':>12}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}")
-    print(
-        f"  {'eyrie':<10}{len(latencies):>8}{pods_per_s:>12,.0f}{_percentile(latencies, 50):>10.3f}"
-        f"{_percentile(latencies, 99):>10.3f}{max(latencies) / 1e6:>10.3f}"
-    )
-    if base_per_s is not None:
+    print(f"  {'path':<26}{'pods':>8}{'pods/s':>12}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}")
+    for run in (main_run, *default_runs):
+        print(run.row())
+    if reference is not None:
+        ratio = pods_per_s / reference.pods_per_s
+        print(f"  ratio {ratio:,.2f}x ({args.profile} against default on the same load)")
+        met = "met" if pods_per_s >= TARGET_LOAD_PODS_PER_S else "NOT met"
+        print(f"  target {TARGET_LOAD_PODS_PER_S:,.0f} pods/s at {args.nodes} nodes: {met}")
         print(
-            f"  {'baseline':<10}{len(base):>8}{base_per_s:>12,.0f}{_percentile(base_latencies, 50):>10.3f}"
+            f"  per-node baseline skipped: the loop implements default/binpack only ({unsupported}); "
+            "no decisions_equal check for this profile"
+        )
+    elif base_per_s is not None:
+        print(
+            f"  {'baseline':<26}{len(base):>8}{base_per_s:>12,.0f}{_percentile(base_latencies, 50):>10.3f}"
             f"{_percentile(base_latencies, 99):>10.3f}{max(base_latencies) / 1e6:>10.3f}"
         )
         print(f"  ratio {pods_per_s / base_per_s:,.1f}x")
@@ -846,7 +1144,9 @@ def main() -> None:
             independent, report = diagnose(cluster, plan, pods[: len(compared)], eyrie[: len(compared)])
             print(f"  with the baseline following eyrie's placements, {independent} decisions differ:")
             print("\n".join(report))
-    figures = {
+    if args.cprofile:
+        print(profile_run(cluster, pods, load, step, args.cprofile))
+    figures: dict[str, Any] = {
         "nodes": args.nodes,
         "pods": args.pods,
         "profile": args.profile,
@@ -854,12 +1154,28 @@ def main() -> None:
         "pods_per_s": round(pods_per_s, 1),
         "p50_decision_ms": round(_percentile(latencies, 50), 3),
         "p99_decision_ms": round(_percentile(latencies, 99), 3),
+        "baseline": "default" if reference is not None else ("per-node loop" if base else None),
         "baseline_pods_per_s": round(base_per_s, 1) if base_per_s is not None else None,
         "ratio": round(pods_per_s / base_per_s, 2) if base_per_s is not None else None,
         "decisions_equal": decisions_equal,
-        "snapshot_bytes_per_node": round(snapshot_bytes / args.nodes, 1),
+        "snapshot_bytes_per_node": round(main_run.snapshot_bytes / args.nodes, 1),
         "setup_s": round(setup_s, 2),
     }
+    if load_aware:
+        same_load, no_load = default_runs
+        figures.update(
+            {
+                "placed": placed,
+                "default_placed": same_load.placed,
+                "default_p99_decision_ms": round(_percentile(same_load.latencies, 99), 3),
+                "default_no_load_pods_per_s": round(no_load.pods_per_s, 1),
+                "default_no_load_p99_decision_ms": round(_percentile(no_load.latencies, 99), 3),
+                "usage_bytes_per_node": round(main_run.usage_bytes / args.nodes, 1),
+                "target_pods_per_s": TARGET_LOAD_PODS_PER_S,
+                "target_met": pods_per_s >= TARGET_LOAD_PODS_PER_S,
+                "per_node_baseline": "default/binpack only",
+            }
+        )
     print(orjson.dumps(figures).decode())
 
 
