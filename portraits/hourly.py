@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -37,6 +37,7 @@ __all__ = [
     "HourlyPortraits",
     "Portrait",
     "hour_of_day",
+    "key_rows",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -50,6 +51,18 @@ DEFAULT_METRICS: Final = ("cpu", "memory", "bandwidth", "disk", "llcmiss", "crpk
 _RESCALE_HALF_LIVES: Final = 30.0
 _MAGIC: Final = b"EYP1"
 _HEADER: Final = struct.Struct("<4sHHdd")  # magic, metrics, hours, epoch, half_life
+
+
+def key_rows(index: dict[str, int], keys: Iterable[str], add: Callable[[str], int]) -> IntArray:
+    # map() over the dict for the common case, Python only for the keys never seen.
+    names = list(keys)
+    rows = list(map(index.get, names))
+    for position, row in enumerate(rows):
+        if row is None:
+            # The same new key may come twice in one batch: look again before adding.
+            found = index.get(names[position])
+            rows[position] = add(names[position]) if found is None else found
+    return np.asarray(rows, dtype=np.int64)
 
 
 def hour_of_day(ts: npt.ArrayLike, utc_offset: float = 0.0) -> IntArray:
@@ -116,13 +129,7 @@ class HourlyPortraits:
 
     def key_rows(self, keys: Iterable[str]) -> IntArray:
         """Rows of `keys`, adding rows for keys never seen."""
-        rows = []
-        for key in keys:
-            row = self.keys.get(key)
-            if row is None:
-                row = self._add_key(key)
-            rows.append(row)
-        return np.asarray(rows, dtype=np.int64)
+        return key_rows(self.keys, keys, self._add_key)
 
     def _add_key(self, key: str) -> int:
         row = len(self.names)
@@ -174,35 +181,44 @@ class HourlyPortraits:
         flat = (cells[:, None] + np.arange(width)[None, :])[present]
         w = np.broadcast_to(weight[:, None], values_a.shape)[present]
         x = values_a[present]
-        size = len(self.epoch) * HOURS * width
-        weight_sums = np.bincount(flat, weights=w, minlength=size)
-        touched = np.flatnonzero(weight_sums)
-        batch_w: FloatArray = weight_sums[touched].astype(np.float64)
-        batch_mean = np.asarray(np.bincount(flat, weights=w * x, minlength=size)[touched] / batch_w)
+        # Partial accumulators over the cells this batch touches only (a store-sized bincount would cost
+        # O(keys) per batch).
+        touched, position = np.unique(flat, return_inverse=True)
+        batch_w: FloatArray = np.bincount(position, weights=w, minlength=len(touched)).astype(np.float64)
+        batch_mean: FloatArray = np.bincount(position, weights=w * x, minlength=len(touched)) / batch_w
         # Second pass around the batch mean: Σ w(x − x̄)² without the cancellation of Σwx² − (Σwx)²/Σw.
-        position = np.searchsorted(touched, flat)
         deviation = x - batch_mean[position]
-        batch_m2 = np.bincount(position, weights=w * deviation * deviation, minlength=len(touched)).astype(
+        squares = w * deviation * deviation
+        batch_m2: FloatArray = np.bincount(position, weights=squares, minlength=len(touched)).astype(
             np.float64
         )
+        keep = batch_w > 0  # samples so old that their weight underflows add nothing
+        if not keep.all():
+            touched, batch_w, batch_mean, batch_m2 = (
+                touched[keep],
+                batch_w[keep],
+                batch_mean[keep],
+                batch_m2[keep],
+            )
         self._merge_cells(touched, batch_w, batch_mean, batch_m2)
         return int(present.any(axis=1).sum())
 
     def _move_epochs(self, rows: IntArray, ts: FloatArray) -> None:
         """Give new keys an epoch, and rescale keys whose samples run too far past theirs."""
-        latest = np.full(len(self.epoch), -np.inf)
-        np.maximum.at(latest, rows, ts)
-        epoch = self.epoch
+        keys, position = np.unique(rows, return_inverse=True)
+        latest = np.full(len(keys), -np.inf)
+        np.maximum.at(latest, position, ts)
+        epoch = self.epoch[keys]
         moving = np.flatnonzero(
-            np.isfinite(latest)
-            & (np.isnan(epoch) | (latest - np.nan_to_num(epoch) > _RESCALE_HALF_LIVES * self.half_life))
+            np.isnan(epoch) | (latest - np.nan_to_num(epoch) > _RESCALE_HALF_LIVES * self.half_life)
         )
-        for row in moving.tolist():
-            if not np.isnan(epoch[row]):
-                factor = math.exp2(-(latest[row] - epoch[row]) / self.half_life)
+        for index in moving.tolist():
+            row = int(keys[index])
+            if not np.isnan(self.epoch[row]):
+                factor = math.exp2(-(latest[index] - self.epoch[row]) / self.half_life)
                 self.weight[row] *= factor
                 self.m2[row] *= factor
-            epoch[row] = latest[row]
+            self.epoch[row] = latest[index]
 
     def _merge_cells(self, cells: IntArray, w_b: FloatArray, mean_b: FloatArray, m2_b: FloatArray) -> None:
         weight = self.weight.reshape(-1)

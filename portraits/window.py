@@ -22,6 +22,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from portraits.hourly import key_rows
 from portraits.validation import SampleCounters, clean_batch
 
 __all__ = ["DEFAULT_BUCKETS", "DEFAULT_WINDOW", "SlidingWindows", "WindowStats"]
@@ -76,13 +77,7 @@ class SlidingWindows:
         return len(self.names)
 
     def key_rows(self, keys: Iterable[str]) -> IntArray:
-        rows = []
-        for key in keys:
-            row = self.keys.get(key)
-            if row is None:
-                row = self._add_key(key)
-            rows.append(row)
-        return np.asarray(rows, dtype=np.int64)
+        return key_rows(self.keys, keys, self._add_key)
 
     def _add_key(self, key: str) -> int:
         row = len(self.names)
@@ -143,15 +138,10 @@ class SlidingWindows:
         flat_slot = base[present]
         flat_total = (rows_a[:, None] * metrics + np.arange(metrics)[None, :])[present]
         x = values_a[present]
-        slot_cells = self.slots.shape[0] * metrics * self.buckets
-        total_cells = self.totals.shape[0] * metrics
-        for which, weights in enumerate((np.ones_like(x), x, x * x)):
-            self.slots[..., which] += np.bincount(flat_slot, weights=weights, minlength=slot_cells).reshape(
-                self.slots.shape[:3]
-            )
-            self.totals[..., which] += np.bincount(
-                flat_total, weights=weights, minlength=total_cells
-            ).reshape(self.totals.shape[:2])
+        moments = np.stack((np.ones_like(x), x, x * x), axis=1)
+        # Scatter into the touched cells only (add.at accumulates repeated cells).
+        np.add.at(self.slots.reshape(-1, 3), flat_slot, moments)
+        np.add.at(self.totals.reshape(-1, 3), flat_total, moments)
         return len(rows_a)
 
     def _advance(self, rows: IntArray, new_head: IntArray) -> None:
@@ -168,6 +158,13 @@ class SlidingWindows:
         # is at or before new − buckets. A key with no head yet has nothing to clear.
         held = old[:, None] - np.mod(old[:, None] - slot_ids[None, :], self.buckets)
         expired = (held <= (new - self.buckets)[:, None]) & (old != _NO_HEAD)[:, None]
+        # A key that moves a whole window or more loses everything: clear it outright.
+        whole = new - old >= self.buckets
+        cleared = moving[whole]
+        if len(cleared):
+            self.slots[cleared] = 0.0
+            self.totals[cleared] = 0.0
+            expired &= ~whole[:, None]
         keys, slots = np.nonzero(expired)
         if len(keys):
             rows = moving[keys]
