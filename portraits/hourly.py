@@ -27,7 +27,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from portraits.validation import SampleCounters, clean_batch
+from portraits.validation import SampleCounters, clean_batch, sample_matrix
 
 __all__ = [
     "DEFAULT_DAYS",
@@ -152,14 +152,8 @@ class HourlyPortraits:
     def update(self, key: str, ts: float, values: Mapping[str, float], *, now: float | None = None) -> bool:
         """Add one sample; False (and counted) when it is rejected. Metrics this store does not keep are
         counted as ignored."""
-        row = np.array([self.key_rows((key,))[0]])
-        matrix = np.full((1, len(self.metrics)), np.nan)
-        for name, value in values.items():
-            column = self.metric_column.get(name)
-            if column is None:
-                self.counters.ignored_metrics += 1
-            else:
-                matrix[0, column] = value
+        row = self.key_rows((key,))
+        matrix = sample_matrix(self.metric_column, values, self.counters)
         return self.update_batch(row, np.array([ts], dtype=np.float64), matrix, now=now) == 1
 
     def update_batch(

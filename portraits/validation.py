@@ -4,13 +4,14 @@ left out, never raised, so one hostile record cannot stop an ingest loop or pois
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ABSURD_VALUE", "SampleCounters", "clean_batch"]
+__all__ = ["ABSURD_VALUE", "SampleCounters", "clean_batch", "sample_matrix"]
 
 ABSURD_VALUE: Final = 1e18
 """Larger than any real metric in base units (an exabyte, a billion cores): such a value is a unit error or
@@ -80,3 +81,18 @@ def clean_batch(
         rows_a, ts_a, values_a = rows_a[keep], ts_a[keep], values_a[keep]
     counters.accepted += len(rows_a)
     return rows_a, ts_a, values_a
+
+
+def sample_matrix(
+    metric_column: Mapping[str, int], values: Mapping[str, float], counters: SampleCounters
+) -> npt.NDArray[np.float64]:
+    """One sample's values as a (1, metrics) row, NaN where absent; metrics the store does not keep are
+    counted as ignored."""
+    matrix = np.full((1, len(metric_column)), np.nan)
+    for name, value in values.items():
+        column = metric_column.get(name)
+        if column is None:
+            counters.ignored_metrics += 1
+        else:
+            matrix[0, column] = value
+    return matrix

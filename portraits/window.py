@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from portraits.hourly import key_rows
-from portraits.validation import SampleCounters, clean_batch
+from portraits.validation import SampleCounters, clean_batch, sample_matrix
 
 __all__ = ["DEFAULT_BUCKETS", "DEFAULT_WINDOW", "SlidingWindows", "WindowStats"]
 
@@ -99,15 +99,9 @@ class SlidingWindows:
     # ------------------------------------------------------------------------------------ updates
 
     def update(self, key: str, ts: float, values: Mapping[str, float], *, now: float | None = None) -> bool:
-        row = np.array([self.key_rows((key,))[0]])
-        matrix = np.full((1, len(self.metrics)), np.nan)
-        for name, value in values.items():
-            column = self.metric_column.get(name)
-            if column is None:
-                self.counters.ignored_metrics += 1
-            else:
-                matrix[0, column] = value
-        return self.update_batch(row, np.array([ts]), matrix, now=now) == 1
+        row = self.key_rows((key,))
+        matrix = sample_matrix(self.metric_column, values, self.counters)
+        return self.update_batch(row, np.array([ts], dtype=np.float64), matrix, now=now) == 1
 
     def update_batch(
         self, rows: npt.ArrayLike, ts: npt.ArrayLike, values: npt.ArrayLike, *, now: float | None = None
