@@ -32,6 +32,8 @@ test-fast: install
 bench: install
 	$(BIN)/python -m bench.codec
 	$(BIN)/python -m bench.placement --nodes 5000 --pods 5000 --profile default
+	$(BIN)/python -m bench.ingest
+	for profile in trimaran portrait balanced; do $(BIN)/python -m bench.placement --nodes 5000 --pods 5000 --profile $$profile || exit 1; done
 
 demo: install
 	@echo "make demo arrives with the streaming pipeline (issue 5); until then see README: Status." >&2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import zlib
 from collections import Counter
+from collections.abc import Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,9 +155,10 @@ def fit_error(total_nodes: int, reasons_by_row: dict[int, list[str]]) -> tuple[t
     return counted, message
 
 
-def _tie_break(uid: str, names: list[str]) -> int:
-    """The seeded choice among equally scored nodes: seed = the pod's uid, so a replay picks the same."""
-    return zlib.crc32(uid.encode()) % len(names)
+def _tie_break(uid: str, tied: Sized) -> int:
+    """The seeded choice among equally scored nodes, given in name order: seed = the pod's uid, so a replay
+    picks the same."""
+    return zlib.crc32(uid.encode()) % len(tied)
 
 
 class Scheduler:
@@ -358,8 +360,9 @@ class Scheduler:
         if len(tied) == 1:
             position = int(tied[0])
         else:
-            by_name = sorted((snapshot.names[nodes[i]] or "", int(i)) for i in tied)
-            position = by_name[_tie_break(pod.uid, [name for name, _ in by_name])][1]
+            # The tied nodes in name order (live nodes' names are distinct), as `_tie_break` expects.
+            by_name = tied[np.argsort(snapshot.name_rank()[nodes[tied]])]
+            position = int(by_name[_tie_break(pod.uid, by_name)])
         row = int(nodes[position])
         plugin_scores = {name: int(scores[position]) for name, scores in per_plugin.items()}
         if explain:

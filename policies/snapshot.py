@@ -185,6 +185,7 @@ class Snapshot:
         self.version = np.zeros(0, dtype=np.int64)
         self.live = np.zeros(0, dtype=np.bool_)
         self._live_rows: IntArray | None = None
+        self._name_rank: IntArray | None = None
         # Labels: key → value id per row (-1 absent); value vocabularies per key.
         self.label_columns: dict[str, IntArray] = {}
         self.label_vocab: dict[str, dict[str, int]] = {}
@@ -231,6 +232,17 @@ class Snapshot:
         if self._live_rows is None:
             self._live_rows = np.flatnonzero(self.live[: self._rows]).astype(np.int64)
         return self._live_rows
+
+    def name_rank(self) -> IntArray:
+        """Per row, its position among the rows sorted by node name (freed rows as ""): the scheduler's
+        tie-break orders tied nodes by name without building their names."""
+        if self._name_rank is None:
+            names = self.names
+            order = sorted(range(len(names)), key=lambda row: names[row] or "")
+            rank = np.empty(len(names), dtype=np.int64)
+            rank[order] = np.arange(len(names), dtype=np.int64)
+            self._name_rank = rank
+        return self._name_rank
 
     def _ensure_rows(self, rows: int) -> None:
         have = len(self.live)
@@ -300,7 +312,7 @@ class Snapshot:
             self.index[spec.name] = row
             self.names[row] = spec.name
             self.live[row] = True
-            self._live_rows = None
+            self._live_rows = self._name_rank = None
         for name in {*spec.allocatable, *spec.capacity}:
             if name != "pods":
                 self.resource_column(name)
@@ -352,7 +364,7 @@ class Snapshot:
         if self._usage is not None:
             self._usage.clear_row(row)
         self._free.append(row)
-        self._live_rows = None
+        self._live_rows = self._name_rank = None
         return orphans
 
     def row_of(self, name: str) -> int:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from schemas.pod import PodRequest
 
 __all__ = [
+    "POD_LOAD_STATE",
     "PORTRAIT_METRICS",
     "REPORTING_INTERVAL",
     "WINDOW_METRICS",
@@ -47,7 +48,12 @@ REPORTING_INTERVAL: Final = 60.0
 """scheduler-plugins' metricsAgentReportingIntervalSeconds: a pod placed less than this before the window's
 newest sample may not be in it yet."""
 
+POD_LOAD_STATE: Final = "usage/pod_load"
+"""CycleContext.state key under which plugins share the cycle's pod load (`NodeUsage.pod_load`)."""
+
 _CPU_SCALE: Final = 1000.0  # millicores per core
+_LOAD_CACHE: Final = 4096
+"""Pod load estimates kept (a few KiB each): a cluster's live workloads, cold starts by request shape."""
 
 
 def pod_amounts(pod: PodRequest, metrics: tuple[str, ...]) -> FloatArray:
@@ -56,6 +62,13 @@ def pod_amounts(pod: PodRequest, metrics: tuple[str, ...]) -> FloatArray:
     return np.array(
         [requests.get(m, 0) / _CPU_SCALE if m == "cpu" else float(requests.get(m, 0)) for m in metrics]
     )
+
+
+def _metric_major(rows: int, metrics: int) -> FloatArray:
+    """A zero (rows, HOURS, metrics) array laid out metric by metric, so that one metric's hours of any row
+    (what the portrait plugins gather per candidate) are contiguous."""
+    view: FloatArray = np.zeros((metrics, rows, HOURS)).transpose(1, 2, 0)
+    return view
 
 
 @dataclass(slots=True)
@@ -101,16 +114,21 @@ class NodeUsage:
         self.portrait_var = np.zeros((rows, HOURS, metrics))
         self.portrait_has = np.zeros((rows, metrics), dtype=np.bool_)
         self.seen = np.full((rows, HOURS), -np.inf)
-        self.base_mean = np.zeros((rows, HOURS, metrics))
-        self.base_var = np.zeros((rows, HOURS, metrics))
+        self.base_mean = _metric_major(rows, metrics)
+        self.base_var = _metric_major(rows, metrics)
         """Portrait plus pending pods: AssumePodOnNode's node side, per hour."""
         self.cap_max = np.zeros((rows, metrics))
         """max over hours of base μ + z·σ: an upper bound that lets the portrait filter skip most rows."""
         self.peak = np.zeros((rows, metrics))
         """max over hours of base μ (PeakReference)."""
+        self.version = np.zeros(rows, dtype=np.int64)
+        """Bumped whenever the row's base changes, so plugins can cache what they derive from a row's base
+        (together with the snapshot's own row version, which covers allocatable)."""
         self.pending: dict[int, dict[str, PendingPod]] = {}
         self.workloads: dict[str, Portrait] = {}
         self._predicted: dict[Hashable, tuple[PredictCpu, FloatArray]] = {}
+        self._tick = 0
+        self._loads: dict[tuple[str, tuple[float, ...]], tuple[Portrait | None, PodLoad]] = {}
         for record in snapshot.pods.values():
             self.on_assume(record)
 
@@ -137,10 +155,14 @@ class NodeUsage:
         self.portrait_var = grown(self.portrait_var)
         self.portrait_has = grown(self.portrait_has, False)
         self.seen = grown(self.seen, -np.inf)
-        self.base_mean = grown(self.base_mean)
-        self.base_var = grown(self.base_var)
+        for name in ("base_mean", "base_var"):
+            array = getattr(self, name)
+            result = _metric_major(rows, array.shape[2])
+            result[:have] = array
+            setattr(self, name, result)
         self.cap_max = grown(self.cap_max)
         self.peak = grown(self.peak)
+        self.version = grown(self.version)
         for key, (predict, sums) in self._predicted.items():
             self._predicted[key] = (predict, grown(sums))
 
@@ -203,12 +225,25 @@ class NodeUsage:
     # ------------------------------------------------------------------------------------ pods
 
     def pod_load(self, pod: PodRequest, at: float) -> PodLoad:
-        """The pod's hourly load estimate: its workload's portrait, or its request (cold start)."""
-        portrait = self.workloads.get(pod.workload or pod.uid)
-        amounts = pod_amounts(pod, PORTRAIT_METRICS)
-        return pod_load(
-            portrait, dict(zip(PORTRAIT_METRICS, amounts.tolist(), strict=True)), PORTRAIT_METRICS, at
-        )
+        """The pod's hourly load estimate: its workload's portrait, or its request (cold start).
+
+        Pods of one workload with the same requests share one estimate (read-only arrays): it is asked for
+        by several plugins per cycle and again on assume, and building it dominates a cheap cycle."""
+        workload = pod.workload or pod.uid
+        portrait = self.workloads.get(workload)
+        amounts = tuple(pod_amounts(pod, PORTRAIT_METRICS).tolist())
+        key = (workload, amounts)
+        cached = self._loads.get(key)
+        if cached is not None and cached[0] is portrait:
+            return PodLoad(at, cached[1].mean, cached[1].var)
+        load = pod_load(portrait, dict(zip(PORTRAIT_METRICS, amounts, strict=True)), PORTRAIT_METRICS, at)
+        load.mean.setflags(write=False)
+        load.var.setflags(write=False)
+        if len(self._loads) >= _LOAD_CACHE:
+            # Oldest first: dicts keep insertion order.
+            del self._loads[next(iter(self._loads))]
+        self._loads[key] = (portrait, load)
+        return load
 
     def on_assume(self, record: PodRecord) -> None:
         pod, row, at = record.info.pod, record.row, record.at
@@ -279,6 +314,8 @@ class NodeUsage:
         self._bounds(row)
 
     def _bounds(self, row: int) -> None:
+        self._tick += 1
+        self.version[row] = self._tick
         mean, var = self.base_mean[row], self.base_var[row]
         self.cap_max[row] = (mean + self.z * np.sqrt(np.maximum(var, 0.0))).max(axis=0)
         self.peak[row] = mean.max(axis=0)
@@ -300,5 +337,6 @@ class NodeUsage:
             self.base_var,
             self.cap_max,
             self.peak,
+            self.version,
         ]
         return sum(int(a.nbytes) for a in arrays) + sum(int(s.nbytes) for _, s in self._predicted.values())

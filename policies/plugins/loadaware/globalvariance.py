@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field, field_validator
 
-from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
+from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray, Nodes
 from policies.plugins.loadaware.common import min_max, round_half_away
 from policies.plugins.noderesources.common import StrictArgs
 from policies.usage import WINDOW_METRICS
@@ -65,7 +65,7 @@ class GlobalVarianceMin:
     def __init__(self, args: Args) -> None:
         self.resources = [(r.name, WINDOW_METRICS.index(r.name), r.weight) for r in args.resources]
 
-    def utilization(self, ctx: CycleContext, rows: IntArray, name: str, window: int) -> FloatArray:
+    def utilization(self, ctx: CycleContext, rows: Nodes, name: str, window: int) -> FloatArray:
         snapshot = ctx.snapshot
         column = snapshot.column[name]
         allocatable = snapshot.allocatable[rows, column] / _UNITS.get(name, 1.0)
@@ -89,8 +89,10 @@ class GlobalVarianceMin:
             column = snapshot.column.get(name)
             if column is None:
                 continue
-            everyone = self.utilization(ctx, live, name, window)
-            mine = self.utilization(ctx, nodes, name, window)
+            # Once over every row (views, nothing gathered), then the live rows and the candidates: the same
+            # per-row values as computing each set on its own.
+            every_row = self.utilization(ctx, slice(0, snapshot.rows), name, window)
+            everyone, mine = every_row[live], every_row[nodes]
             request = {"cpu": info.nonzero_cpu, "memory": info.nonzero_memory}.get(
                 name, int(info.vector[column]) if column < len(info.vector) else 0
             )

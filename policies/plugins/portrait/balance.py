@@ -15,7 +15,8 @@ plugin args, so replacing the profile (the `eyrie.config` topic) swaps them at r
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +26,10 @@ from scipy.special import ndtr
 from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
 from policies.plugins.loadaware.common import min_max, round_half_away
 from policies.plugins.noderesources.common import StrictArgs
-from policies.usage import PORTRAIT_METRICS
+from policies.usage import POD_LOAD_STATE, PORTRAIT_METRICS
+
+if TYPE_CHECKING:
+    from policies.usage import NodeUsage
 
 __all__ = ["NAME", "Args", "ResourceBalanceOnPortrait", "gaussian_score", "new"]
 
@@ -33,6 +37,7 @@ NAME = "ResourceBalanceOnPortrait"
 _UNITS = {"cpu": 1000.0, "memory": 1.0}  # allocatable units per metric unit, for resources with one
 
 FloatArray = npt.NDArray[np.float64]
+_LOAD = POD_LOAD_STATE
 
 
 class Target(StrictArgs):
@@ -69,6 +74,18 @@ def gaussian_score(mean: FloatArray, std: FloatArray, target: float) -> FloatArr
     return result
 
 
+@dataclass(slots=True)
+class _Scores:
+    """One resource's per-row scores for one pod load, and the row stamps they were computed at."""
+
+    values: FloatArray
+    stamps: IntArray
+
+
+_CACHE_BYTES = 64 * 2**20
+"""Memory the per-load score caches may take: at 5,000 rows, some 800 (resource, load) pairs."""
+
+
 class ResourceBalanceOnPortrait:
     name = NAME
 
@@ -77,24 +94,70 @@ class ResourceBalanceOnPortrait:
             (r.name, PORTRAIT_METRICS.index(r.name), r.weight, r.target) for r in args.resources
         ]
         self.weight_sum = sum(r.weight for r in args.resources)
+        # A row's score depends only on its base, its allocatable and the pod's load in that metric: pods
+        # of one workload (and the many without perf counter data, in those metrics) share scores, and
+        # between two of them only the rows that changed need recomputing. Keyed by the usage they were
+        # computed from.
+        self._usage: NodeUsage | None = None
+        self._cache: dict[tuple[int, bytes, bytes], _Scores] = {}
+
+    def _raw(
+        self, ctx: CycleContext, rows: IntArray, resource: int, pod_mean: FloatArray, pod_var: FloatArray
+    ) -> FloatArray:
+        """Per row, the score before normalisation."""
+        snapshot = ctx.snapshot
+        usage = snapshot.usage
+        name, metric, _, target = self.resources[resource]
+        mean = usage.base_mean[rows, :, metric] + pod_mean
+        hour = mean.argmax(axis=1)
+        picked = np.arange(len(rows))
+        peak = np.maximum(mean[picked, hour], 0.0)
+        std = np.sqrt(np.maximum(usage.base_var[rows, hour, metric] + pod_var[hour], 0.0))
+        units = _UNITS.get(name)
+        if units is not None:
+            allocatable = snapshot.allocatable[rows, snapshot.column[name]] / units
+            scale = np.where(allocatable > 0, allocatable, 1.0)
+            peak, std = peak / scale, std / scale
+        return gaussian_score(peak, std, target)
+
+    def _scores(self, ctx: CycleContext, nodes: IntArray, resource: int, stamps: IntArray) -> FloatArray:
+        usage = ctx.snapshot.usage
+        pod = ctx.state.get(_LOAD)
+        if pod is None:
+            pod = ctx.state[_LOAD] = usage.pod_load(ctx.pod, ctx.now)
+        metric = self.resources[resource][1]
+        pod_mean = np.ascontiguousarray(pod.mean[:, metric])
+        pod_var = np.ascontiguousarray(pod.var[:, metric])
+        key = (resource, pod_mean.tobytes(), pod_var.tobytes())
+        rows = len(stamps)
+        entry = self._cache.pop(key, None)
+        if entry is None or len(entry.stamps) != rows:
+            entry = _Scores(np.zeros(rows), np.full(rows, -1, dtype=np.int64))
+        else:
+            stale = entry.stamps[nodes] != stamps[nodes]
+            if not stale.any():
+                self._cache[key] = entry  # most recently used last
+                values: FloatArray = entry.values[nodes]
+                return values
+        stale_rows = nodes[entry.stamps[nodes] != stamps[nodes]]
+        entry.values[stale_rows] = self._raw(ctx, stale_rows, resource, pod_mean, pod_var)
+        entry.stamps[stale_rows] = stamps[stale_rows]
+        if (len(self._cache) + 1) * rows * 16 > _CACHE_BYTES and self._cache:
+            del self._cache[next(iter(self._cache))]  # least recently used
+        self._cache[key] = entry
+        result: FloatArray = entry.values[nodes]
+        return result
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
         snapshot = ctx.snapshot
         usage = snapshot.usage
-        pod = usage.pod_load(ctx.pod, ctx.now)
+        if usage is not self._usage:
+            self._usage, self._cache = usage, {}
+        # Both versions only grow, so their sum changes whenever the row's base or allocatable does.
+        stamps = snapshot.version + usage.version
         total = np.zeros(len(nodes))
-        for name, metric, weight, target in self.resources:
-            mean = usage.base_mean[nodes, :, metric] + pod.mean[:, metric]
-            hour = mean.argmax(axis=1)
-            picked = np.arange(len(nodes))
-            peak = np.maximum(mean[picked, hour], 0.0)
-            std = np.sqrt(np.maximum(usage.base_var[nodes, hour, metric] + pod.var[hour, metric], 0.0))
-            units = _UNITS.get(name)
-            if units is not None:
-                allocatable = snapshot.allocatable[nodes, snapshot.column[name]] / units
-                scale = np.where(allocatable > 0, allocatable, 1.0)
-                peak, std = peak / scale, std / scale
-            total += weight * min_max(gaussian_score(peak, std, target))
+        for resource, (_, _, weight, _) in enumerate(self.resources):
+            total += weight * min_max(self._scores(ctx, nodes, resource, stamps))
         return round_half_away(MAX_NODE_SCORE * total / self.weight_sum)
 
 

@@ -17,10 +17,10 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes, node_rows
+from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes
 from policies.plugins.noderesources.common import StrictArgs
 from policies.plugins.noderesources.fit import REASON_TOO_MANY_PODS, insufficient
-from policies.usage import PORTRAIT_METRICS
+from policies.usage import POD_LOAD_STATE, PORTRAIT_METRICS
 
 __all__ = ["NAME", "REASON_OVERSOLD", "Args", "PodFitsResourceOnPortrait", "new", "portrait_over"]
 
@@ -68,19 +68,23 @@ class PodFitsResourceOnPortrait:
     def _soft(self, ctx: CycleContext, nodes: Nodes) -> list[tuple[str, BoolArray]]:
         snapshot = ctx.snapshot
         usage = snapshot.usage
-        pod = ctx.state.get(NAME)
+        pod = ctx.state.get(POD_LOAD_STATE)
         if pod is None:
-            pod = ctx.state[NAME] = usage.pod_load(ctx.pod, ctx.now)
+            pod = ctx.state[POD_LOAD_STATE] = usage.pod_load(ctx.pod, ctx.now)
         pod_cap = (pod.mean + usage.z * np.sqrt(pod.var)).max(axis=0)
         checks = []
-        rows = node_rows(nodes)
         for resource, units in _CHECKED:
             metric = PORTRAIT_METRICS.index(resource)
-            allocatable = snapshot.allocatable[rows, snapshot.column[resource]] / units
-            over = np.zeros(len(rows), dtype=np.bool_)
-            unsure = np.flatnonzero(usage.cap_max[rows, metric] + pod_cap[metric] > allocatable)
+            # Over a slice these are views: only the rows near the limit are gathered.
+            allocatable = snapshot.allocatable[nodes, snapshot.column[resource]] / units
+            over = np.zeros(len(allocatable), dtype=np.bool_)
+            unsure = np.flatnonzero(usage.cap_max[nodes, metric] + pod_cap[metric] > allocatable)
             if len(unsure):
-                near = rows[unsure]
+                if isinstance(nodes, slice):
+                    start, _, step = nodes.indices(len(usage.cap_max))
+                    near = start + step * unsure
+                else:
+                    near = nodes[unsure]
                 mean = usage.base_mean[near, :, metric] + pod.mean[:, metric]
                 var = usage.base_var[near, :, metric] + pod.var[:, metric]
                 cap = mean + usage.z * np.sqrt(np.maximum(var, 0.0))
