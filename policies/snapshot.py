@@ -198,8 +198,6 @@ class Snapshot:
         self.pods: dict[str, PodRecord] = {}
         self.pods_on_row: list[set[str]] = []
         self.label_counters: dict[tuple[str, ...], LabelCounter] = {}
-        self.extra: dict[str, Any] = {}
-        """Arrays other packages attach, keyed by their owner; grown with the rows."""
         self._usage: NodeUsage | None = None
 
     @property
@@ -274,9 +272,6 @@ class Snapshot:
         for by_ip in self.ports.values():
             for ip, counts in by_ip.items():
                 by_ip[ip] = grow(counts)
-        for owner, array in self.extra.items():
-            if isinstance(array, np.ndarray) and array.shape[:1] == (have,):
-                self.extra[owner] = grow(array)
         if self._usage is not None:
             self._usage.grow(new)
 

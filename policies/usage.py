@@ -30,12 +30,12 @@ if TYPE_CHECKING:
     from schemas.pod import PodRequest
 
 __all__ = [
-    "POD_LOAD_STATE",
     "PORTRAIT_METRICS",
     "REPORTING_INTERVAL",
     "WINDOW_METRICS",
     "NodeUsage",
     "PendingPod",
+    "metric_scale",
     "pod_amounts",
 ]
 
@@ -48,10 +48,18 @@ REPORTING_INTERVAL: Final = 60.0
 """scheduler-plugins' metricsAgentReportingIntervalSeconds: a pod placed less than this before the window's
 newest sample may not be in it yet."""
 
-POD_LOAD_STATE: Final = "usage/pod_load"
+_POD_LOAD_STATE: Final = "usage/pod_load"
 """CycleContext.state key under which plugins share the cycle's pod load (`NodeUsage.pod_load`)."""
 
 _CPU_SCALE: Final = 1000.0  # millicores per core
+
+
+def metric_scale(metric: str) -> float:
+    """Quantity units per metric unit: cpu is measured in cores but requested and allocated in millicores;
+    every other metric shares its quantity's base unit."""
+    return _CPU_SCALE if metric == "cpu" else 1.0
+
+
 _LOAD_CACHE: Final = 4096
 """Pod load estimates kept (a few KiB each): a cluster's live workloads, cold starts by request shape."""
 
@@ -59,9 +67,7 @@ _LOAD_CACHE: Final = 4096
 def pod_amounts(pod: PodRequest, metrics: tuple[str, ...]) -> FloatArray:
     """The pod's requests in metric units (cpu in cores, the rest in base units)."""
     requests = pod.effective_requests
-    return np.array(
-        [requests.get(m, 0) / _CPU_SCALE if m == "cpu" else float(requests.get(m, 0)) for m in metrics]
-    )
+    return np.array([requests.get(m, 0) / metric_scale(m) for m in metrics])
 
 
 def _metric_major(rows: int, metrics: int) -> FloatArray:
@@ -199,7 +205,7 @@ class NodeUsage:
         """Pods known only as a total of requests (quantities as parsed: cpu in millicores)."""
         for column, metric in enumerate(WINDOW_METRICS):
             amount = requests.get(metric, 0)
-            self.assumed_extra[row, column] += amount / _CPU_SCALE if metric == "cpu" else amount
+            self.assumed_extra[row, column] += amount / metric_scale(metric)
         self.assumed_cpu_extra[row] += requests.get("cpu", 0)
         self.refresh_row(row)
 
@@ -243,6 +249,13 @@ class NodeUsage:
             # Oldest first: dicts keep insertion order.
             del self._loads[next(iter(self._loads))]
         self._loads[key] = (portrait, load)
+        return load
+
+    def cycle_pod_load(self, state: dict[str, Any], pod: PodRequest, now: float) -> PodLoad:
+        """`pod_load`, once per scheduling cycle: plugins share it through the cycle's state."""
+        load: PodLoad | None = state.get(_POD_LOAD_STATE)
+        if load is None:
+            load = state[_POD_LOAD_STATE] = self.pod_load(pod, now)
         return load
 
     def on_assume(self, record: PodRecord) -> None:

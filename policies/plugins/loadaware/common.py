@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from policies.framework.contract import IntArray
+from policies.framework.contract import BoolArray, IntArray
 
-__all__ = ["min_max", "round_half_away"]
+Check = tuple[str, BoolArray]
+"""A filter's reason and, per row, whether the row fails for it."""
+
+__all__ = ["Check", "min_max", "passing", "rejections", "round_half_away"]
 
 
 def round_half_away(values: npt.ArrayLike) -> IntArray:
@@ -30,3 +33,19 @@ def min_max(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         return np.ones_like(values)
     result: npt.NDArray[np.float64] = (values - low) / (high - low)
     return result
+
+
+def passing(checks: list[Check]) -> BoolArray | None:
+    """True where a row fails none of the checks; None (all pass) when there are no checks."""
+    if not checks:
+        return None
+    failed = checks[0][1].copy()
+    for _, more in checks[1:]:
+        failed |= more
+    result: BoolArray = ~failed
+    return result
+
+
+def rejections(checks: list[Check], count: int) -> list[list[str]]:
+    """Per row, the reasons of the checks it fails."""
+    return [[reason for reason, failed in checks if failed[i]] for i in range(count)]

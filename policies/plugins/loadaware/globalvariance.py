@@ -19,12 +19,11 @@ from pydantic import Field, field_validator
 from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray, Nodes
 from policies.plugins.loadaware.common import min_max, round_half_away
 from policies.plugins.noderesources.common import StrictArgs
-from policies.usage import WINDOW_METRICS
+from policies.usage import WINDOW_METRICS, metric_scale
 
 __all__ = ["NAME", "Args", "GlobalVarianceMin", "new", "variance_increase"]
 
 NAME = "GlobalVarianceMin"
-_UNITS = {"cpu": 1000.0}
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -68,8 +67,8 @@ class GlobalVarianceMin:
     def utilization(self, ctx: CycleContext, rows: Nodes, name: str, window: int) -> FloatArray:
         snapshot = ctx.snapshot
         column = snapshot.column[name]
-        allocatable = snapshot.allocatable[rows, column] / _UNITS.get(name, 1.0)
-        requested = snapshot.requested[rows, column] / _UNITS.get(name, 1.0)
+        allocatable = snapshot.allocatable[rows, column] / metric_scale(name)
+        requested = snapshot.requested[rows, column] / metric_scale(name)
         if snapshot.has_usage:
             usage = snapshot.usage
             measured = usage.window_mean[rows, window] + usage.window_assumed[rows, window]
@@ -96,10 +95,10 @@ class GlobalVarianceMin:
             request = {"cpu": info.nonzero_cpu, "memory": info.nonzero_memory}.get(
                 name, int(info.vector[column]) if column < len(info.vector) else 0
             )
-            allocatable = snapshot.allocatable[nodes, column] / _UNITS.get(name, 1.0)
+            allocatable = snapshot.allocatable[nodes, column] / metric_scale(name)
             delta = np.where(
                 allocatable > 0,
-                request / _UNITS.get(name, 1.0) / np.where(allocatable > 0, allocatable, 1.0),
+                request / metric_scale(name) / np.where(allocatable > 0, allocatable, 1.0),
                 0.0,
             )
             total += weight * variance_increase(everyone, mine, delta)

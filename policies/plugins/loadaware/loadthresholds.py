@@ -9,13 +9,13 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes, node_rows
+from policies.plugins.loadaware.common import Check, passing, rejections
 from policies.plugins.noderesources.common import StrictArgs
-from policies.usage import WINDOW_METRICS, pod_amounts
+from policies.usage import WINDOW_METRICS, metric_scale, pod_amounts
 
 __all__ = ["NAME", "Args", "LoadThresholds", "new", "over_threshold"]
 
 NAME = "LoadThresholds"
-_UNITS = {"cpu": 1000.0}  # allocatable is in millicores, load in cores
 
 
 def over_threshold(metric: str, threshold: float) -> str:
@@ -46,7 +46,7 @@ class LoadThresholds:
             (metric, WINDOW_METRICS.index(metric), threshold) for metric, threshold in args.thresholds.items()
         ]
 
-    def _over(self, ctx: CycleContext, nodes: Nodes) -> list[tuple[str, float, BoolArray]]:
+    def _over(self, ctx: CycleContext, nodes: Nodes) -> list[Check]:
         snapshot = ctx.snapshot
         if not snapshot.has_usage:
             return []
@@ -57,28 +57,17 @@ class LoadThresholds:
             column = snapshot.column.get(metric)
             if column is None:
                 continue
-            allocatable = snapshot.allocatable[nodes, column] / _UNITS.get(metric, 1.0)
+            allocatable = snapshot.allocatable[nodes, column] / metric_scale(metric)
             load = usage.window_mean[nodes, window] + usage.window_assumed[nodes, window] + request[window]
             over = usage.window_has[nodes, window] & (allocatable > 0) & (load > threshold * allocatable)
-            result.append((metric, threshold, over))
+            result.append((over_threshold(metric, threshold), over))
         return result
 
     def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
-        checks = self._over(ctx, nodes)
-        if not checks:
-            return None
-        over = checks[0][2].copy()
-        for _, _, more in checks[1:]:
-            over |= more
-        fits: BoolArray = ~over
-        return fits
+        return passing(self._over(ctx, nodes))
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
-        checks = self._over(ctx, node_rows(nodes))
-        return [
-            [over_threshold(metric, threshold) for metric, threshold, over in checks if over[i]]
-            for i in range(len(nodes))
-        ]
+        return rejections(self._over(ctx, node_rows(nodes)), len(nodes))
 
 
 def new(args: Args | None, handle: object) -> LoadThresholds:

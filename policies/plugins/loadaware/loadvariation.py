@@ -18,11 +18,15 @@ from pydantic import Field
 from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
 from policies.plugins.loadaware.common import round_half_away
 from policies.plugins.noderesources.common import StrictArgs
+from policies.usage import metric_scale
 
 __all__ = ["NAME", "Args", "LoadVariationRiskBalancing", "new"]
 
 NAME = "LoadVariationRiskBalancing"
-_RESOURCES = (("cpu", 0, 1000.0), ("memory", 1, 1.0))  # name, window column, metric → quantity units
+_RESOURCES = (
+    ("cpu", 0, metric_scale("cpu")),
+    ("memory", 1, metric_scale("memory")),
+)  # name, window column, scale
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -9,13 +9,13 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes, node_rows
+from policies.plugins.loadaware.common import Check, passing, rejections
 from policies.plugins.noderesources.common import StrictArgs
-from policies.usage import PORTRAIT_METRICS, pod_amounts
+from policies.usage import PORTRAIT_METRICS, metric_scale, pod_amounts
 
 __all__ = ["NAME", "Args", "PeakReference", "new", "over_peak"]
 
 NAME = "PeakReference"
-_UNITS = {"cpu": 1000.0}
 
 
 def over_peak(resource: str, ratio: float) -> str:
@@ -46,7 +46,7 @@ class PeakReference:
         self.ratio = args.ratio
         self.resources = [(name, PORTRAIT_METRICS.index(name)) for name in args.resources]
 
-    def _over(self, ctx: CycleContext, nodes: Nodes) -> list[tuple[str, BoolArray]]:
+    def _over(self, ctx: CycleContext, nodes: Nodes) -> list[Check]:
         snapshot = ctx.snapshot
         if not snapshot.has_usage:
             return []
@@ -57,25 +57,17 @@ class PeakReference:
             column = snapshot.column.get(name)
             if column is None:
                 continue
-            allocatable = snapshot.allocatable[nodes, column] / _UNITS.get(name, 1.0)
+            allocatable = snapshot.allocatable[nodes, column] / metric_scale(name)
             peak = usage.peak[nodes, metric] + request[metric]
             over = usage.portrait_has[nodes, metric] & (peak > self.ratio * allocatable)
-            result.append((name, over))
+            result.append((over_peak(name, self.ratio), over))
         return result
 
     def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
-        checks = self._over(ctx, nodes)
-        if not checks:
-            return None
-        over = checks[0][1].copy()
-        for _, more in checks[1:]:
-            over |= more
-        fits: BoolArray = ~over
-        return fits
+        return passing(self._over(ctx, nodes))
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
-        checks = self._over(ctx, node_rows(nodes))
-        return [[over_peak(name, self.ratio) for name, over in checks if over[i]] for i in range(len(nodes))]
+        return rejections(self._over(ctx, node_rows(nodes)), len(nodes))
 
 
 def new(args: Args | None, handle: object) -> PeakReference:

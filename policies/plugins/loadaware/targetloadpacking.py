@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
 from policies.plugins.loadaware.common import round_half_away
 from policies.plugins.noderesources.common import StrictArgs
+from policies.usage import metric_scale
 from schemas.pod import PodRequest
 from schemas.quantity import ResourceList, Resources, parse_quantity
 
@@ -79,7 +80,7 @@ class TargetLoadPacking:
         capacity = ctx.snapshot.capacity[nodes, cpu].astype(np.float64)
         pod_cpu = self._predict(ctx.pod)
         assumed = usage.predicted_cpu(self._key, self._predict)[nodes]
-        used = usage.window_mean[nodes, 0] * 1000.0 + pod_cpu + assumed
+        used = usage.window_mean[nodes, 0] * metric_scale("cpu") + pod_cpu + assumed
         with np.errstate(divide="ignore", invalid="ignore"):
             # Upstream leaves U at 0 when the capacity is 0 (the node then scores X).
             utilization = np.where(capacity > 0, 100.0 * used / np.where(capacity > 0, capacity, 1.0), 0.0)

@@ -17,6 +17,7 @@ from policies.framework.contract import (
     Nodes,
 )
 from policies.plugins.noderesources.common import ResourceSpec, StrictArgs, requested_and_allocatable
+from policies.usage import metric_scale
 
 __all__ = ["NAME", "REASON_TOO_MANY_PODS", "Args", "NodeResourcesFit", "broken_linear", "insufficient", "new"]
 
@@ -27,7 +28,7 @@ MAX_UTILIZATION = 100
 EXACT_FLOAT_LIMIT = 2**46
 # requestsFrom usage: resource, its column among window and portrait metrics alike, quantity units per
 # metric unit (cpu load is in cores, requests in millicores).
-_USAGE_RESOURCES = (("cpu", 0, 1000.0), ("memory", 1, 1.0))
+_USAGE_RESOURCES = (("cpu", 0, metric_scale("cpu")), ("memory", 1, metric_scale("memory")))
 _USAGE_STATE = f"{NAME}/usage"
 
 
@@ -140,7 +141,7 @@ class NodeResourcesFit:
         if cached is not None:
             return cached
         snapshot, info = ctx.snapshot, ctx.info
-        estimate = snapshot.usage.pod_load(ctx.pod, ctx.now).mean.max(axis=0)
+        estimate = snapshot.usage.cycle_pod_load(ctx.state, ctx.pod, ctx.now).mean.max(axis=0)
         result = {}
         for resource, metric, units in _USAGE_RESOURCES:
             column = snapshot.column[resource]

@@ -26,7 +26,7 @@ from scipy.special import ndtr
 from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
 from policies.plugins.loadaware.common import min_max, round_half_away
 from policies.plugins.noderesources.common import StrictArgs
-from policies.usage import POD_LOAD_STATE, PORTRAIT_METRICS
+from policies.usage import PORTRAIT_METRICS, metric_scale
 
 if TYPE_CHECKING:
     from policies.usage import NodeUsage
@@ -34,10 +34,9 @@ if TYPE_CHECKING:
 __all__ = ["NAME", "Args", "ResourceBalanceOnPortrait", "gaussian_score", "new"]
 
 NAME = "ResourceBalanceOnPortrait"
-_UNITS = {"cpu": 1000.0, "memory": 1.0}  # allocatable units per metric unit, for resources with one
+_UTILISATION_TARGETS = ("cpu", "memory")  # resources with an allocatable amount: targets are shares of it
 
 FloatArray = npt.NDArray[np.float64]
-_LOAD = POD_LOAD_STATE
 
 
 class Target(StrictArgs):
@@ -113,18 +112,15 @@ class ResourceBalanceOnPortrait:
         picked = np.arange(len(rows))
         peak = np.maximum(mean[picked, hour], 0.0)
         std = np.sqrt(np.maximum(usage.base_var[rows, hour, metric] + pod_var[hour], 0.0))
-        units = _UNITS.get(name)
-        if units is not None:
-            allocatable = snapshot.allocatable[rows, snapshot.column[name]] / units
+        if name in _UTILISATION_TARGETS:
+            allocatable = snapshot.allocatable[rows, snapshot.column[name]] / metric_scale(name)
             scale = np.where(allocatable > 0, allocatable, 1.0)
             peak, std = peak / scale, std / scale
         return gaussian_score(peak, std, target)
 
     def _scores(self, ctx: CycleContext, nodes: IntArray, resource: int, stamps: IntArray) -> FloatArray:
         usage = ctx.snapshot.usage
-        pod = ctx.state.get(_LOAD)
-        if pod is None:
-            pod = ctx.state[_LOAD] = usage.pod_load(ctx.pod, ctx.now)
+        pod = usage.cycle_pod_load(ctx.state, ctx.pod, ctx.now)
         metric = self.resources[resource][1]
         pod_mean = np.ascontiguousarray(pod.mean[:, metric])
         pod_var = np.ascontiguousarray(pod.var[:, metric])

@@ -18,15 +18,16 @@ import numpy.typing as npt
 from pydantic import Field
 
 from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes
+from policies.plugins.loadaware.common import passing, rejections
 from policies.plugins.noderesources.common import StrictArgs
 from policies.plugins.noderesources.fit import REASON_TOO_MANY_PODS, insufficient
-from policies.usage import POD_LOAD_STATE, PORTRAIT_METRICS
+from policies.usage import PORTRAIT_METRICS, metric_scale
 
 __all__ = ["NAME", "REASON_OVERSOLD", "Args", "PodFitsResourceOnPortrait", "new", "portrait_over"]
 
 NAME = "PodFitsResourceOnPortrait"
 REASON_OVERSOLD = "Insufficient cpu (oversell limit)"
-_CHECKED = (("cpu", 1000.0), ("memory", 1.0))  # portrait metric, allocatable units per metric unit
+_CHECKED = ("cpu", "memory")
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -68,15 +69,13 @@ class PodFitsResourceOnPortrait:
     def _soft(self, ctx: CycleContext, nodes: Nodes) -> list[tuple[str, BoolArray]]:
         snapshot = ctx.snapshot
         usage = snapshot.usage
-        pod = ctx.state.get(POD_LOAD_STATE)
-        if pod is None:
-            pod = ctx.state[POD_LOAD_STATE] = usage.pod_load(ctx.pod, ctx.now)
+        pod = usage.cycle_pod_load(ctx.state, ctx.pod, ctx.now)
         pod_cap = (pod.mean + usage.z * np.sqrt(pod.var)).max(axis=0)
         checks = []
-        for resource, units in _CHECKED:
+        for resource in _CHECKED:
             metric = PORTRAIT_METRICS.index(resource)
             # Over a slice these are views: only the rows near the limit are gathered.
-            allocatable = snapshot.allocatable[nodes, snapshot.column[resource]] / units
+            allocatable = snapshot.allocatable[nodes, snapshot.column[resource]] / metric_scale(resource)
             over = np.zeros(len(allocatable), dtype=np.bool_)
             unsure = np.flatnonzero(usage.cap_max[nodes, metric] + pod_cap[metric] > allocatable)
             if len(unsure):
@@ -93,16 +92,10 @@ class PodFitsResourceOnPortrait:
         return checks
 
     def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
-        bad: BoolArray | None = None
-        for _, over in (*self._hard(ctx, nodes), *self._soft(ctx, nodes)):
-            bad = over.copy() if bad is None else bad | over
-        assert bad is not None
-        fits: BoolArray = ~bad
-        return fits
+        return passing([*self._hard(ctx, nodes), *self._soft(ctx, nodes)])
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
-        checks = (*self._hard(ctx, nodes), *self._soft(ctx, nodes))
-        return [[reason for reason, over in checks if over[i]] for i in range(len(nodes))]
+        return rejections([*self._hard(ctx, nodes), *self._soft(ctx, nodes)], len(nodes))
 
 
 def new(args: Args | None, handle: object) -> PodFitsResourceOnPortrait:
