@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from policies.framework.profile import BUILTIN_PROFILES, ProfileSet, load_profiles, parse_profile
 from policies.scheduler import Explanation, Scheduler
-from policies.usage import PORTRAIT_METRICS, WINDOW_METRICS
+from policies.usage import PORTRAIT_METRICS, WINDOW_METRICS, unknown_metric
 from portraits.hourly import HOURS, Portrait
 from schemas.codec import decode_json, model_from_mapping
 from schemas.exceptions import ConfigError, InvalidInput
@@ -132,11 +132,10 @@ def to_portrait(hours: Mapping[str, Sequence[tuple[float, float]]], field: str) 
     mean = np.zeros((HOURS, len(PORTRAIT_METRICS)))
     std = np.zeros_like(mean)
     has = np.zeros(mean.shape, dtype=np.bool_)
+    problem = unknown_metric(hours, PORTRAIT_METRICS, "portrait")
+    if problem:
+        raise InvalidInput(f"{field}: {problem}", field=field)
     for metric, pairs in hours.items():
-        if metric not in PORTRAIT_METRICS:
-            raise InvalidInput(
-                f"{field}: no portrait metric {metric!r} (known: {', '.join(PORTRAIT_METRICS)})", field=field
-            )
         column = PORTRAIT_METRICS.index(metric)
         values = np.asarray(pairs, dtype=np.float64)
         if values.shape != (HOURS, 2) or not np.isfinite(values).all() or (values < 0).any():
@@ -161,12 +160,9 @@ def build_scheduler(
         # Measurements are as of `now`, and the pods listed on the node were running before it: the window
         # and portrait include them, while `assumed` lists what they do not.
         if state.window:
-            unknown = sorted(set(state.window) - set(WINDOW_METRICS))
-            if unknown:
-                raise InvalidInput(
-                    f"[{index}].window: no window metric {unknown[0]!r} (known: {', '.join(WINDOW_METRICS)})",
-                    field="window",
-                )
+            problem = unknown_metric(sorted(state.window), WINDOW_METRICS, "window")
+            if problem:
+                raise InvalidInput(f"[{index}].window: {problem}", field="window")
             stats = {metric: (stat.mean, stat.std) for metric, stat in state.window.items()}
             snapshot.usage.set_window(row, stats, end=now)
         if state.portrait:

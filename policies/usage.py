@@ -15,7 +15,7 @@ A `Snapshot` creates this on first use (`Snapshot.usage`), so profiles that neve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -37,6 +37,7 @@ __all__ = [
     "PendingPod",
     "metric_scale",
     "pod_amounts",
+    "unknown_metric",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -62,6 +63,14 @@ def metric_scale(metric: str) -> float:
 
 _LOAD_CACHE: Final = 4096
 """Pod load estimates kept (a few KiB each): a cluster's live workloads, cold starts by request shape."""
+
+
+def unknown_metric(names: Iterable[str], known: tuple[str, ...], kind: str) -> str | None:
+    """The error for the first of `names` not in `known` (a `kind` metric: window or portrait), or None."""
+    missing = next((name for name in names if name not in known), None)
+    if missing is None:
+        return None
+    return f"no {kind} metric {missing!r} (known: {', '.join(known)})"
 
 
 def pod_amounts(pod: PodRequest, metrics: tuple[str, ...]) -> FloatArray:

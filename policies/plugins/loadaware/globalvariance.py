@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray, Nodes
 from policies.plugins.loadaware.common import min_max, round_half_away
 from policies.plugins.noderesources.common import StrictArgs
-from policies.usage import WINDOW_METRICS, metric_scale
+from policies.usage import WINDOW_METRICS, metric_scale, unknown_metric
 
 __all__ = ["NAME", "Args", "GlobalVarianceMin", "new", "variance_increase"]
 
@@ -35,8 +35,9 @@ class WeightedResource(StrictArgs):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name not in WINDOW_METRICS:
-            raise ValueError(f"no window metric {name!r} (known: {', '.join(WINDOW_METRICS)})")
+        problem = unknown_metric([name], WINDOW_METRICS, "window")
+        if problem:
+            raise ValueError(problem)
         return name
 
 

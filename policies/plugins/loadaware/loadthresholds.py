@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes, node_rows
 from policies.plugins.loadaware.common import Check, passing, rejections
 from policies.plugins.noderesources.common import StrictArgs
-from policies.usage import WINDOW_METRICS, metric_scale, pod_amounts
+from policies.usage import WINDOW_METRICS, metric_scale, pod_amounts, unknown_metric
 
 __all__ = ["NAME", "Args", "LoadThresholds", "new", "over_threshold"]
 
@@ -32,9 +32,9 @@ class Args(StrictArgs):
     @field_validator("thresholds")
     @classmethod
     def _known(cls, thresholds: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(thresholds) - set(WINDOW_METRICS))
-        if unknown:
-            raise ValueError(f"no window metric {unknown[0]!r} (known: {', '.join(WINDOW_METRICS)})")
+        problem = unknown_metric(sorted(thresholds), WINDOW_METRICS, "window")
+        if problem:
+            raise ValueError(problem)
         return thresholds
 
 

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes, node_rows
 from policies.plugins.loadaware.common import Check, passing, rejections
 from policies.plugins.noderesources.common import StrictArgs
-from policies.usage import PORTRAIT_METRICS, metric_scale, pod_amounts
+from policies.usage import PORTRAIT_METRICS, metric_scale, pod_amounts, unknown_metric
 
 __all__ = ["NAME", "Args", "PeakReference", "new", "over_peak"]
 
@@ -33,9 +33,9 @@ class Args(StrictArgs):
     @field_validator("resources")
     @classmethod
     def _known(cls, resources: list[str]) -> list[str]:
-        for name in resources:
-            if name not in PORTRAIT_METRICS:
-                raise ValueError(f"no portrait metric {name!r} (known: {', '.join(PORTRAIT_METRICS)})")
+        problem = unknown_metric(resources, PORTRAIT_METRICS, "portrait")
+        if problem:
+            raise ValueError(problem)
         return resources
 
 

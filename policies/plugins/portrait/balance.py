@@ -26,7 +26,7 @@ from scipy.special import ndtr
 from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
 from policies.plugins.loadaware.common import min_max, round_half_away
 from policies.plugins.noderesources.common import StrictArgs
-from policies.usage import PORTRAIT_METRICS, metric_scale
+from policies.usage import PORTRAIT_METRICS, metric_scale, unknown_metric
 
 if TYPE_CHECKING:
     from policies.usage import NodeUsage
@@ -47,8 +47,9 @@ class Target(StrictArgs):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name not in PORTRAIT_METRICS:
-            raise ValueError(f"no portrait metric {name!r} (known: {', '.join(PORTRAIT_METRICS)})")
+        problem = unknown_metric([name], PORTRAIT_METRICS, "portrait")
+        if problem:
+            raise ValueError(problem)
         return name
 
 
