@@ -219,6 +219,13 @@ class Scheduler:
         self._queue[pod.uid] = queued
         self._notify("on_pod_added", pod, queued.arrival)
         self._push(queued, profile)
+        if pod.pod_group is not None:
+            # Like coscheduling's EventsToRegister: a new member may complete its group, so the members
+            # that PreFilter turned away for being too few get another try (after their backoff).
+            name = pod.pod_group.name
+            for waiting in self._unschedulable.values():
+                if waiting.pod.pod_group is not None and waiting.pod.pod_group.name == name:
+                    waiting.moved = True
         return []
 
     def delete_pod(self, uid: str, now: float) -> list[Outcome]:

@@ -118,6 +118,22 @@ _POD_EVENT: TypeAdapter[PodRequest | PodDeleted] = TypeAdapter(
 )
 
 
+def _binding_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "deleted" if value.get("kind") == "PodDeleted" else "binding"
+    return "deleted" if isinstance(value, PodDeleted) else "binding"
+
+
+_BINDING_EVENT: TypeAdapter[Binding | PodDeleted] = TypeAdapter(
+    Annotated[
+        Annotated[Binding, Tag("binding")] | Annotated[PodDeleted, Tag("deleted")],
+        Discriminator(_binding_kind),
+    ]
+)
+"""The bindings topic also carries releases (`PodDeleted`) of pods placement had bound: in the same
+partition as the pod's binding (both keyed by uid), so the applier always sees them after it."""
+
+
 def pod_event_from_mapping(data: object, *, prefix: str | None = None) -> PodRequest | PodDeleted:
     """The pod-requests topic carries both requests and deletions."""
     result: PodRequest | PodDeleted = TOPIC_MODELS["pod-requests"](data, prefix=prefix)
@@ -135,7 +151,7 @@ _TOPIC_ADAPTERS: dict[str, TypeAdapter[Any]] = {
     "metrics": TypeAdapter(MetricSample),
     "node-events": TypeAdapter(NodeEvent),
     "pod-requests": _POD_EVENT,
-    "bindings": TypeAdapter(Binding),
+    "bindings": _BINDING_EVENT,
     "binding-results": TypeAdapter(BindingResult),
     "dead-letters": TypeAdapter(DeadLetter),
 }

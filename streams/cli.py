@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
-from collections.abc import Callable, Coroutine
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, ParamSpec, TypeVar
 
 import orjson
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from schemas.documents import load_documents
 from schemas.exceptions import EyrieError, InvalidInput
 from schemas.jsonschema import export_schemas
 from streams.cli_broker import broker_app
+from streams.cli_common import (
+    BootstrapOption,
+    ConfigOption,
+    one_line_errors,
+    progress,
+    run,
+    settings_from,
+)
+from streams.cli_pipeline import applier, record, replay, worker
 from streams.cli_trace import trace_app
 from streams.client import EyrieClient
-from streams.settings import Settings, load_settings
 from streams.topics import ensure_topics
 
 __all__ = ["app", "main"]
@@ -42,21 +45,8 @@ app.add_typer(schema_app, name="schema")
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
 app.add_typer(trace_app, name="trace", help="Convert public cluster traces into event logs.")
-
-stderr = Console(stderr=True)
-
-BootstrapOption = Annotated[
-    str | None,
-    typer.Option(
-        "--bootstrap-servers",
-        "-b",
-        help="Kafka bootstrap servers [default: $KAFKA_BOOTSTRAP_SERVERS, "
-        "else 127.0.0.1:9092, the local broker]",
-    ),
-]
-ConfigOption = Annotated[
-    Path | None, typer.Option("--config", help="Settings file (YAML) [env: EYRIE_CONFIG]")
-]
+for _command in (worker, applier, replay, record):
+    app.command()(_command)
 
 
 @app.callback()
@@ -72,29 +62,6 @@ def _configure(
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     elif not root.handlers:
         root.addHandler(logging.NullHandler())
-
-
-def one_line_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Turn every deliberate error into one line on stderr and exit status 2."""
-
-    @wraps(command)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except EyrieError as exc:
-            message = " ".join(str(exc).split())
-            typer.echo(f"error: {message}", err=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
-
-
-def run(coroutine: Coroutine[Any, Any, R]) -> R:
-    return asyncio.run(coroutine)
-
-
-def settings_from(bootstrap: str | None, config: Path | None) -> Settings:
-    return load_settings(config, bootstrap_servers=bootstrap)
 
 
 @app.command()
@@ -117,25 +84,13 @@ def publish(
 
     async def send_all() -> int:
         async with EyrieClient(settings) as client:
-            with _progress() as progress:
-                task = progress.add_task("publishing", total=total)
+            with progress() as bar:
+                task = bar.add_task("publishing", total=total)
                 documents = (document for path in files for document in load_documents(path))
-                return await client.publish_documents(documents, on_sent=lambda: progress.advance(task))
+                return await client.publish_documents(documents, on_sent=lambda: bar.advance(task))
 
     sent = run(send_all())
     typer.echo(f"published {sent} record{'' if sent == 1 else 's'} to {settings.bootstrap_servers}")
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-        disable=not stderr.is_terminal,
-    )
 
 
 @app.command()

@@ -32,11 +32,12 @@ from schemas.events import Binding, BindingResult, MetricSample
 from schemas.exceptions import BrokerError
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
+from streams.core.ingress import is_watermark
 from streams.records import Decoded, decode_record
 from streams.settings import Settings
 from streams.topics import ensure_topics
 
-__all__ = ["Decision", "EyrieClient"]
+__all__ = ["Decision", "EyrieClient", "latest_decisions"]
 
 
 @dataclass(slots=True)
@@ -84,6 +85,27 @@ def _join(binding: Binding | None, result: BindingResult | None) -> Decision:
         attempt=result.attempt,
         at=result.at,
     )
+
+
+def latest_decisions(bindings: dict[str, Binding], results: dict[str, BindingResult]) -> list[Decision]:
+    """Each pod's latest state from its latest binding and latest result (`eyrie decisions` and
+    `eyrie replay --offline --out` both print these)."""
+    decisions = []
+    for uid in {**bindings, **results}:
+        binding, result = bindings.get(uid), results.get(uid)
+        if result is not None and binding is not None and _binding_is_newer(binding, result):
+            result = None
+        decisions.append(_join(binding, result))
+    return decisions
+
+
+def _binding_is_newer(binding: Binding, result: BindingResult) -> bool:
+    # The two topics are read concurrently, so arrival order says nothing; attempts do (a retry after a
+    # conflict). An unschedulable verdict comes from placement itself, so a binding decided after it (the
+    # pod fitted once the cluster changed) supersedes it.
+    if binding.attempt > result.attempt:
+        return True
+    return result.status == "unschedulable" and binding.decided_at >= result.at
 
 
 class EyrieClient:
@@ -134,7 +156,13 @@ class EyrieClient:
     # -- publishing ---------------------------------------------------------------------------------
 
     async def send(
-        self, short_topic: str, key: str | None, value: BaseModel | dict[str, Any] | bytes
+        self,
+        short_topic: str,
+        key: str | None,
+        value: BaseModel | dict[str, Any] | bytes,
+        *,
+        headers: list[tuple[str, bytes]] | None = None,
+        partition: int | None = None,
     ) -> None:
         """Queue one record (a model, a plain document such as a profile, or bytes already encoded); it is
         delivered by the next batch. `flush` waits for every queued record."""
@@ -147,7 +175,11 @@ class EyrieClient:
         else:
             payload = value
         future = await self._producer.send(
-            self.settings.topic(short_topic), payload, key=key.encode() if key is not None else None
+            self.settings.topic(short_topic),
+            payload,
+            key=key.encode() if key is not None else None,
+            headers=headers,
+            partition=partition,
         )
         self._pending.append(future)
         if len(self._pending) >= 10_000:
@@ -197,12 +229,14 @@ class EyrieClient:
         from_beginning: bool = True,
         follow: bool = False,
         until_idle: float | None = None,
-    ) -> AsyncIterator[tuple[str, Decoded]]:
+        raw: bool = False,
+    ) -> AsyncIterator[tuple[str, Any]]:
         """Decoded records of the given topics (short names) in per-partition order.
 
         Without `follow`: everything up to the end offsets at the time of the call, then stop. With `follow`:
         keep reading; stop after `until_idle` seconds without a record (never, when None). Invalid records
-        are published to the dead-letter topic and yielded as `Decoded(dead_letter=...)`.
+        are published to the dead-letter topic and yielded as `Decoded(dead_letter=...)`. With `raw`:
+        aiokafka's records as they are (key, value, headers, timestamp), undecoded.
         """
         names = {self.settings.topic(short): short for short in short_topics}
         consumer = AIOKafkaConsumer(
@@ -244,6 +278,11 @@ class EyrieClient:
                 for tp, messages in batches.items():
                     short = names[tp.topic]
                     for message in messages:
+                        if is_watermark(message.headers):
+                            continue  # a replay's control record, not data
+                        if raw:
+                            yield short, message
+                            continue
                         decoded = decode_record(
                             short,
                             tp.partition,
@@ -292,13 +331,8 @@ class EyrieClient:
                     yield _join(bindings.get(value.uid), value)
         if follow:
             return
-        # The two topics are read concurrently, so arrival order says nothing; attempts do. A binding newer
-        # than the last result (a retry after a conflict) is still pending.
-        for uid in {**bindings, **results}:
-            binding, result = bindings.get(uid), results.get(uid)
-            if result is not None and binding is not None and binding.attempt > result.attempt:
-                result = None
-            yield _join(binding, result)
+        for decision in latest_decisions(bindings, results):
+            yield decision
 
     async def _partitions(self, consumer: AIOKafkaConsumer, topic: str) -> set[int]:
         await consumer._client.force_metadata_update()  # aiokafka has no public refresh

@@ -35,6 +35,17 @@ class Settings(BaseModel):
     client_id: str = "eyrie"
     linger_ms: int = Field(default=5, ge=0, le=10_000)
     request_timeout_ms: int = Field(default=30_000, ge=1000)
+    shards: int = Field(default=1, ge=1, le=1024)
+    """Partitions of the internal sequencer topic: one placement writer per cluster shard."""
+    summary_interval: float = Field(default=10.0, gt=0.0, le=86_400.0)
+    """At most one metrics summary per node per this many seconds of event time (or on a > 5 % move)."""
+    tick_interval: float = Field(default=1.0, gt=0.0, le=3600.0)
+    """How often a live worker advances placement's clock when no input arrives (Permit and backoff)."""
+    store: str = Field(default="memory://", pattern=r"^(memory|rocksdb)://")
+    """Faust table store; ``rocksdb://`` (rocksdict) in production, memory in tests."""
+    data_dir: str = ".eyrie/faust"
+    session_timeout_s: float = Field(default=10.0, ge=1.0, le=300.0)
+    """How soon a killed worker's partitions move to a standby (the Kafka group session timeout)."""
 
     def topic(self, short: str) -> str:
         return f"{self.topic_prefix}{short}"

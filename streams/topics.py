@@ -37,6 +37,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("binding-results", "pod uid"),
     TopicSpec("dead-letters", "source topic", partitions=1),
     TopicSpec("config", "profile name", partitions=1, compacted=True),
+    # Internal: every input of a cluster shard, in one partition per shard. Kept forever, because it is the
+    # shard's changelog (a worker that takes a shard over rebuilds its state by replaying it).
+    TopicSpec("sequencer", "cluster shard", config={"retention.ms": "-1"}),
 )
 
 
@@ -49,7 +52,9 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
         specs.append(
             NewTopic(
                 name=settings.topic(spec.short),
-                num_partitions=spec.partitions or settings.partitions,
+                num_partitions=settings.shards
+                if spec.short == "sequencer"
+                else spec.partitions or settings.partitions,
                 replication_factor=settings.replication_factor,
                 topic_configs=config,
             )

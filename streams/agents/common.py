@@ -1,0 +1,113 @@
+"""What every agent does the same way: dead letters, shard routing, envelope sends."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+import faust
+
+from schemas.codec import encode
+from schemas.events import DeadLetter
+from streams.core.sequencer import Envelope, Kind, encode_envelope
+
+__all__ = [
+    "BATCH",
+    "WITHIN_S",
+    "TableBytes",
+    "bytes_table",
+    "send_dead_letter",
+    "send_envelope",
+    "shards_for",
+]
+
+BATCH = 1000
+WITHIN_S = 0.005
+"""Agents take records in batches of up to `BATCH`, waiting at most this long to fill one: the cost of a
+Faust event is paid once per batch, and a lone record is delayed by at most 5 ms."""
+
+_BROADCAST = frozenset({Kind.WATERMARK, Kind.CONFIG, Kind.TICK, Kind.DELETE, Kind.SUMMARY, Kind.WORKLOAD})
+
+
+def _shard_of(cluster: str, shards: int) -> int:
+    return zlib.crc32(cluster.encode()) % shards
+
+
+def shards_for(envelope: Envelope, shards: int) -> range | tuple[int]:
+    """Which sequencer partitions need `envelope`: a cluster's own shard, or all of them for what is not
+    tied to one cluster (watermarks, profiles, clock ticks, deletions, load summaries)."""
+    if shards == 1:
+        return (0,)
+    if envelope.kind in _BROADCAST:
+        return range(shards)
+    value = envelope.value
+    if envelope.kind is Kind.NODE:
+        return (_shard_of(value.node.cluster, shards),)
+    if envelope.kind is Kind.POD:
+        return (_shard_of(value.labels.get("eyrie.io/cluster", "default"), shards),)
+    if envelope.kind is Kind.RESULT:
+        return (_shard_of(value.cluster or "default", shards),)
+    return range(shards)
+
+
+async def send_envelope(topics: Any, envelope: Envelope) -> None:
+    payload = encode_envelope(envelope)
+    for shard in shards_for(envelope, topics.settings.shards):
+        await topics.sequencer.send(key=f"shard-{shard}".encode(), value=payload, partition=shard)
+
+
+async def send_dead_letter(topics: Any, letter: DeadLetter) -> None:
+    await topics.dead_letters.send(key=letter.topic.encode(), value=encode(letter))
+
+
+class TableBytes(MutableMapping[str, bytes]):
+    """A Faust table seen as ``str → bytes``. The table itself stores raw bytes keys, which is what comes
+    back from its changelog on recovery, so keys are encoded here, in one place."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def __getitem__(self, key: str) -> bytes:
+        value = self.table.get(key.encode())
+        if value is None:
+            raise KeyError(key)
+        return bytes(value)
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        self.table[key.encode()] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.table[key.encode()]
+
+    def __iter__(self) -> Iterator[str]:
+        return (bytes(key).decode() for key in self.table)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
+class _KeyPartitionedTable(faust.Table[bytes, bytes]):
+    """Changelog partition by the key's hash, not by the event being processed (Faust's default): agents
+    write keys while handling records of several topics, in batches, so "the current event's partition"
+    would scatter one key over partitions. (Faust's own `use_partitioner` needs producer metadata for the
+    changelog topic that it does not load.)"""
+
+    def partition_for_key(self, key: Any) -> int:
+        return zlib.crc32(bytes(key)) % int(self.partitions or 1)
+
+
+def bytes_table(app: faust.App, name: str, partitions: int) -> TableBytes:
+    """A table of raw bytes with a changelog (and a standby replica when workers are several)."""
+    schema: Any = faust.Schema(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+    table = _KeyPartitionedTable(
+        app,
+        name=name,
+        default=None,
+        schema=schema,
+        key_type=bytes,  # the changelog's serializer on recovery comes from these, not from the schema
+        value_type=bytes,
+        partitions=partitions,
+        beacon=app.tables.beacon,
+    )
+    return TableBytes(app.tables.add(table))

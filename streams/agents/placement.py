@@ -1,0 +1,151 @@
+"""The placement agent: one `Shard` per sequencer partition this worker owns.
+
+A shard's state is rebuilt, not restored: when a worker receives a partition's first envelope (at start,
+after a crash, or taking over from a worker that left), it replays the partition from the beginning up to
+that envelope with outputs discarded. Placement is a pure function of the partition's envelopes, so the
+rebuilt state is the state the previous owner had when it last committed; what it did after that commit
+is redone and re-sent, and the applier's idempotence per uid absorbs the repeats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from schemas.codec import encode
+from schemas.events import Binding, BindingResult
+from schemas.exceptions import InvalidInput
+from schemas.pod import PodDeleted
+from streams.agents.common import BATCH, WITHIN_S, send_dead_letter
+from streams.core.sequencer import Envelope, Kind, Output, Refused, Shard, decode_envelope, encode_envelope
+from streams.records import dead_letter
+
+__all__ = ["register"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Owned:
+    shard: Shard
+    next_offset: int
+
+
+async def _rebuild(settings: Any, partition: int, until: int) -> Shard:
+    shard = Shard()
+    if until <= 0:
+        return shard
+    started = time.monotonic()
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_servers,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_bytes=32 * 1024 * 1024,
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+    )
+    tp = TopicPartition(settings.topic("sequencer"), partition)
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        position = await consumer.position(tp)
+        while position < until:
+            batches = await consumer.getmany(tp, timeout_ms=1000, max_records=5000)
+            for message in batches.get(tp, []):
+                if message.offset >= until:
+                    break
+                with contextlib.suppress(InvalidInput):  # dead-lettered when it was first seen
+                    shard.feed(decode_envelope(message.value))
+            position = await consumer.position(tp)
+    finally:
+        await consumer.stop()
+    log.warning("shard %d rebuilt from %d envelopes in %.1f s", partition, until, time.monotonic() - started)
+    return shard
+
+
+def register(app: faust.App, topics: Any) -> None:
+    settings = topics.settings
+    owned: dict[int, _Owned] = {}
+
+    async def publish(outputs: list[Output]) -> None:
+        for output in outputs:
+            if isinstance(output, Binding):
+                await topics.bindings.send(key=output.uid.encode(), value=encode(output))
+            elif isinstance(output, BindingResult):
+                await topics.binding_results.send(key=output.uid.encode(), value=encode(output))
+            elif isinstance(output, PodDeleted):  # a release, behind the pod's binding (same key)
+                await topics.bindings.send(key=output.uid.encode(), value=encode(output))
+            elif isinstance(output, Refused):
+                source = output.envelope.source.rsplit("/", 1)
+                letter = dead_letter(
+                    settings.topic(source[0]),
+                    int(source[1]) if len(source) == 2 and source[1].isdigit() else None,
+                    None,
+                    None,
+                    encode_envelope(output.envelope),
+                    output.reason,
+                )
+                await send_dead_letter(topics, letter)
+
+    @app.agent(topics.sequencer, name="placement")
+    async def placement(stream: Any) -> None:
+        async for events in stream.take_events(BATCH, within=WITHIN_S):
+            for event in events:
+                message = event.message
+                current = owned.get(message.partition)
+                if current is None or current.next_offset != message.offset:
+                    # First sight of this partition, or a gap: someone else owned it meanwhile.
+                    current = owned[message.partition] = _Owned(
+                        await _rebuild(settings, message.partition, message.offset), message.offset
+                    )
+                current.next_offset = message.offset + 1
+                try:
+                    envelope = decode_envelope(message.value)
+                except InvalidInput as exc:
+                    letter = dead_letter(
+                        message.topic, message.partition, message.offset, message.key, message.value, str(exc)
+                    )
+                    await send_dead_letter(topics, letter)
+                    continue
+                try:
+                    outputs = current.shard.feed(envelope)
+                except Exception as exc:  # a bug must cost one envelope, not the shard's worker
+                    log.exception("placement failed on %s at offset %d", envelope.kind, message.offset)
+                    letter = dead_letter(
+                        message.topic,
+                        message.partition,
+                        message.offset,
+                        message.key,
+                        message.value,
+                        f"internal error in placement: {type(exc).__name__}: {exc}",
+                    )
+                    await send_dead_letter(topics, letter)
+                    continue
+                await publish(outputs)
+
+    @app.timer(settings.tick_interval)  # type: ignore[untyped-decorator]
+    async def tick() -> None:
+        # Time moves for placement only through its partition; outside replay sessions (which run on the
+        # log's own clock) the worker writes the wall clock there so Permit timeouts and backoffs expire.
+        # Only while pods wait: the partition is kept forever, and idle ticks would only lengthen rebuilds.
+        for partition, current in list(owned.items()):
+            if current.shard.reorder.session is None and current.shard.scheduler.pending:
+                envelope = Envelope(Kind.TICK, time.time(), None, "tick")
+                await topics.sequencer.send(
+                    key=f"shard-{partition}".encode(), value=encode_envelope(envelope), partition=partition
+                )
+
+    sequencer = settings.topic("sequencer")
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types an async receiver oddly
+    async def forget_revoked(sender: Any, *args: Any, signal: Any, **_: Any) -> None:
+        # Another worker owns these now; if one comes back, it is rebuilt from the partition again.
+        for tp in args[0] if args else ():
+            if tp.topic == sequencer:
+                owned.pop(tp.partition, None)

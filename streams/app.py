@@ -1,0 +1,116 @@
+"""The Faust apps: one for workers (forwarders, metrics, placement), one for the applier.
+
+Agents stay thin (decode, call a pure core from `streams.core`, send); this module only wires topics,
+tables and agents together. Workers and the applier are separate consumer groups, so the applier sees
+every binding whichever worker placed it, and workers scale out without splitting the ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faust
+
+from streams.settings import Settings
+
+__all__ = ["Topics", "create_app", "run_app"]
+
+ROLES = ("worker", "applier")
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """Faust handles of every topic, raw bytes in and out: `streams.records` does the decoding, so every
+    consumer rejects the same records with the same dead letters."""
+
+    metrics: Any
+    node_events: Any
+    pod_requests: Any
+    bindings: Any
+    binding_results: Any
+    dead_letters: Any
+    config: Any
+    sequencer: Any
+    settings: Settings
+
+
+def _topics(app: faust.App, settings: Settings) -> Topics:
+    def topic(short: str, partitions: int | None = None) -> Any:
+        return app.topic(
+            settings.topic(short),
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=partitions,
+            allow_empty=True,
+        )
+
+    return Topics(
+        metrics=topic("metrics", settings.partitions),
+        node_events=topic("node-events", 1),
+        pod_requests=topic("pod-requests", settings.partitions),
+        bindings=topic("bindings", settings.partitions),
+        binding_results=topic("binding-results", settings.partitions),
+        dead_letters=topic("dead-letters", 1),
+        config=topic("config", 1),
+        sequencer=topic("sequencer", settings.shards),
+        settings=settings,
+    )
+
+
+def create_app(settings: Settings, role: str = "worker", *, web_port: int | None = None) -> faust.App:
+    """A Faust app for `role`; its agents are registered and ready for `run_app`."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}")
+    app_id = f"{settings.topic_prefix}{role}".replace(".", "-").strip("-")
+    datadir = Path(settings.data_dir) / role
+    datadir.mkdir(parents=True, exist_ok=True)
+    app = faust.App(
+        app_id,
+        broker=[f"kafka://{server.strip()}" for server in settings.bootstrap_servers.split(",")],
+        store=settings.store,
+        datadir=str(datadir),
+        topic_partitions=settings.partitions,
+        topic_replication_factor=1,
+        topic_disable_leader=True,
+        table_standby_replicas=1,
+        consumer_auto_offset_reset="earliest",
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=min(1.0, settings.session_timeout_s / 4),
+        broker_rebalance_timeout=max(10.0, settings.session_timeout_s),
+        broker_commit_interval=1.0,
+        producer_linger=settings.linger_ms / 1000,
+        producer_max_request_size=settings.max_message_bytes,
+        producer_acks=-1,
+        stream_wait_empty=False,
+        web_enabled=web_port is not None,
+        web_port=web_port or 6066,
+        web_bind="127.0.0.1",
+        autodiscover=False,
+    )
+    topics = _topics(app, settings)
+    if role == "worker":
+        from streams.agents import forward, metrics, placement
+
+        forward.register(app, topics)
+        metrics.register(app, topics)
+        placement.register(app, topics)
+    else:
+        from streams.agents import applier
+
+        applier.register(app, topics)
+    return app
+
+
+def run_app(app: faust.App, *, loglevel: str = "warning") -> None:
+    """Run until SIGINT/SIGTERM (Faust's worker owns the event loop and signal handling)."""
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    # The CLI silences the root logger for one-line errors; a worker is a long-running service whose
+    # warnings (a shard rebuilt, a dead letter) belong in its log, so Faust sets logging up instead.
+    logging.getLogger().handlers.clear()
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker.execute_from_commandline()

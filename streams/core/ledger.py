@@ -1,0 +1,313 @@
+"""The applier's ledger: which pod is committed to which node, and how much of each node is allocated.
+
+The ledger keeps no state of its own. It reads and writes two string-keyed mappings of bytes, one entry
+per node and one per pod uid, encoded with orjson. The Faust applier agent passes two Tables with
+changelogs, so every write is replicated to Kafka and a restarted applier recovers the ledger by replaying
+them; tests pass plain dicts. Bytes rather than objects because a Table stores what it is given: a mutable
+dict held in a Table and changed in place would never reach the changelog, whereas every change here is an
+explicit ``mapping[key] = bytes`` assignment, which is exactly one changelog record. Nothing here imports
+Faust or Kafka, so the rules can be tested, property-checked and timed in isolation.
+
+Node entry: ``{"allocatable": {resource: int}, "allocated": {resource: int, "pods": count}, "version": int,
+"cordoned": bool}``; ``version`` rises by one per commit or release. Pod entry: ``{"node": str | None,
+"requests": {resource: int}, "attempt": int, "state": "bound" | "released" | "deleted", "at": float}``.
+Amounts are base units (cpu in millicores), as in ``schemas.quantity``.
+
+Rules (see ``Ledger.apply``): a binding commits only while it fits the node's allocatable under the hard
+limits, a uid is booked on at most one node however often its binding is delivered, and a deleted uid is
+never booked again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Final, Literal, TypedDict
+
+import orjson
+
+from schemas.events import Binding, BindingResult, BindingStatus
+from schemas.node import NodeSpec
+
+__all__ = [
+    "PODS",
+    "REASON_ALREADY_BOUND",
+    "REASON_NODE_NOT_FOUND",
+    "REASON_POD_DELETED",
+    "REASON_STALE_ATTEMPT",
+    "REASON_TOO_MANY_PODS",
+    "Ledger",
+    "NodeEntry",
+    "PodEntry",
+    "PodState",
+    "already_bound",
+    "insufficient",
+]
+
+PODS: Final = "pods"
+"""The pod-count resource: counted by the ledger itself (one per bound pod), never taken from requests."""
+
+REASON_NODE_NOT_FOUND: Final = "node not found"
+REASON_POD_DELETED: Final = "pod deleted"
+REASON_STALE_ATTEMPT: Final = "stale attempt"
+REASON_TOO_MANY_PODS: Final = "Too many pods"
+REASON_ALREADY_BOUND: Final = "pod already bound to node {node}"
+"""A template: ``already_bound(node)`` fills it in."""
+
+PodState = Literal["bound", "released", "deleted"]
+
+# kube-scheduler's fitsRequest reports pods, then cpu, memory and ephemeral storage, then the scalar
+# resources; those come from a Go map, so in no fixed order, and here sorted to keep results reproducible.
+_REASON_ORDER: Final = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
+
+
+class NodeEntry(TypedDict):
+    allocatable: dict[str, int]
+    allocated: dict[str, int]
+    version: int
+    cordoned: bool
+
+
+class PodEntry(TypedDict):
+    node: str | None
+    requests: dict[str, int]
+    attempt: int
+    state: PodState
+    at: float
+
+
+def insufficient(resource: str) -> str:
+    """kube-scheduler's wording, so a conflict reads like the filter that would have refused the node."""
+    return f"Insufficient {resource}"
+
+
+def already_bound(node: str) -> str:
+    return REASON_ALREADY_BOUND.format(node=node)
+
+
+def _reason_key(resource: str) -> tuple[int, str]:
+    return (_REASON_ORDER.get(resource, len(_REASON_ORDER)), resource)
+
+
+def _shortfalls(node: NodeEntry, requests: dict[str, int]) -> list[str]:
+    allocatable = node["allocatable"]
+    allocated = node["allocated"]
+    reasons: list[str] = []
+    limit = allocatable.get(PODS)
+    if limit is not None and allocated.get(PODS, 0) + 1 > limit:
+        reasons.append(REASON_TOO_MANY_PODS)
+    # A resource the node does not list has nothing allocatable, so any positive request of it fails; a
+    # zero request is skipped, as kube-scheduler skips it, so a node already over a shrunk allocatable can
+    # still take pods that do not ask for that resource.
+    short = [
+        resource
+        for resource, amount in requests.items()
+        if allocated.get(resource, 0) + amount > allocatable.get(resource, 0)
+    ]
+    if short:
+        short.sort(key=_reason_key)
+        reasons.extend(insufficient(resource) for resource in short)
+    return reasons
+
+
+def _booked(binding: Binding) -> dict[str, int]:
+    # Only positive amounts are booked: zeros change nothing, and the pod count is the ledger's own.
+    return {
+        resource: amount for resource, amount in binding.requests.items() if amount > 0 and resource != PODS
+    }
+
+
+class Ledger:
+    """The authoritative allocation of every node, on two byte mappings (see the module docstring).
+
+    Not safe for concurrent writers: the applier must be the only writer of both mappings, which holds when
+    one applier instance owns the whole set of nodes (one bindings partition per cluster shard).
+    """
+
+    __slots__ = ("_nodes", "_pods")
+
+    def __init__(self, nodes: MutableMapping[str, bytes], pods: MutableMapping[str, bytes]) -> None:
+        self._nodes = nodes
+        self._pods = pods
+
+    # ------------------------------------------------------------------------------------------ nodes
+
+    def upsert_node(self, spec: NodeSpec) -> None:
+        """Add a node or replace its allocatable. What is already allocated stays allocated even when the
+        new allocatable is smaller: the pods are running there. Such a node takes no new commit of the
+        exceeded resource (nor any commit, if the pod count is exceeded) until releases make room."""
+        raw = self._nodes.get(spec.name)
+        if raw is None:
+            entry = NodeEntry(
+                allocatable=dict(spec.allocatable),
+                allocated={PODS: 0},
+                version=0,
+                cordoned=spec.unschedulable,
+            )
+        else:
+            entry = orjson.loads(raw)
+            entry["allocatable"] = dict(spec.allocatable)
+            # The spec is the node's whole published state, and Kubernetes' cordon is spec.unschedulable.
+            entry["cordoned"] = spec.unschedulable
+        self._nodes[spec.name] = orjson.dumps(entry)
+
+    def remove_node(self, name: str, now: float) -> list[str]:
+        """Forget the node. Returns the uids committed there, in uid order; each is marked released (not
+        deleted), so placement may bind it again elsewhere with a later attempt."""
+        if self._nodes.pop(name, None) is None:
+            return []
+        # A scan of the pod entries: node removal is rare, and an index kept in the node entry would make
+        # every apply re-encode a list of uids. The byte test skips decoding pods bound elsewhere; orjson
+        # writes keys in insertion order without spaces, so the marker is exact.
+        marker = b'"node":' + orjson.dumps(name)
+        released: list[str] = []
+        for uid, raw in list(self._pods.items()):
+            if marker not in raw:
+                continue
+            pod: PodEntry = orjson.loads(raw)
+            if pod["state"] != "bound" or pod["node"] != name:
+                continue
+            pod["state"] = "released"
+            pod["at"] = now
+            self._pods[uid] = orjson.dumps(pod)
+            released.append(uid)
+        released.sort()
+        return released
+
+    def set_cordoned(self, name: str, value: bool) -> None:
+        """Record the cordon; unknown nodes are ignored.
+
+        A cordon does not stop commits. Placement already filters cordoned nodes (NodeUnschedulable), so a
+        binding for a cordoned node was decided before the cordon was seen, and Kubernetes' pods/binding
+        subresource, the applier's optional target, accepts it too: refusing here would make the ledger
+        and the API server disagree. The flag is kept for reporting.
+        """
+        raw = self._nodes.get(name)
+        if raw is None:
+            return
+        entry: NodeEntry = orjson.loads(raw)
+        if entry["cordoned"] != value:
+            entry["cordoned"] = value
+            self._nodes[name] = orjson.dumps(entry)
+
+    # ------------------------------------------------------------------------------------------- pods
+
+    def apply(self, binding: Binding, now: float) -> BindingResult:
+        """Commit the binding if it may be, and say what happened.
+
+        - The uid already bound: to the same node, ``applied`` again and nothing changes (a binding
+          redelivered after a crash); to another node, ``rejected``.
+        - The uid deleted: ``rejected``. Not bound and ``attempt`` below the last one seen: ``rejected``.
+        - The node unknown (placement may learn of a node before the applier does), or the requests not
+          fitting the node's room: ``conflict``, nothing changes, and placement queues the pod again.
+        - Otherwise ``applied``: the requests and one pod are added to the node's allocation.
+
+        ``binding.node_version`` is not compared. Placement's version counts placement's own assumes and
+        forgets, the ledger's counts commits and releases: two histories of different events, so equal
+        numbers prove nothing and different numbers do not mean the room is gone. Room is always checked.
+        """
+        uid = binding.uid
+        raw_pod = self._pods.get(uid)
+        if raw_pod is not None:
+            pod: PodEntry = orjson.loads(raw_pod)
+            state = pod["state"]
+            if state == "bound":
+                if pod["node"] == binding.node:
+                    return self._result(binding, now, "applied")
+                return self._result(binding, now, "rejected", [already_bound(str(pod["node"]))])
+            if state == "deleted":
+                return self._result(binding, now, "rejected", [REASON_POD_DELETED])
+            if binding.attempt < pod["attempt"]:
+                return self._result(binding, now, "rejected", [REASON_STALE_ATTEMPT])
+
+        raw_node = self._nodes.get(binding.node)
+        if raw_node is None:
+            return self._result(binding, now, "conflict", [REASON_NODE_NOT_FOUND])
+        node: NodeEntry = orjson.loads(raw_node)
+        requests = _booked(binding)
+        reasons = _shortfalls(node, requests)
+        if reasons:
+            return self._result(binding, now, "conflict", reasons)
+
+        allocated = node["allocated"]
+        for resource, amount in requests.items():
+            allocated[resource] = allocated.get(resource, 0) + amount
+        allocated[PODS] = allocated.get(PODS, 0) + 1
+        node["version"] += 1
+        # The node is written before the pod. The two writes are not atomic (the agent should run with
+        # Faust's exactly_once guarantee, which makes them so); should they be split, this order books
+        # the node without the pod, leaking room until a restart is reconciled, rather than recording a
+        # bound pod that the node does not count, which would let later commits exceed allocatable.
+        self._nodes[binding.node] = orjson.dumps(node)
+        self._pods[uid] = orjson.dumps(
+            PodEntry(node=binding.node, requests=requests, attempt=binding.attempt, state="bound", at=now)
+        )
+        return self._result(binding, now, "applied")
+
+    def delete(self, uid: str, now: float) -> str | None:
+        """Release the pod's allocation and remember the uid as deleted, so a binding that arrives later
+        (placement may still have one in flight) is rejected. Returns the node it was bound to, or None
+        when it was not bound; an unknown uid is recorded all the same."""
+        raw = self._pods.get(uid)
+        if raw is None:
+            tombstone = PodEntry(node=None, requests={}, attempt=0, state="deleted", at=now)
+            self._pods[uid] = orjson.dumps(tombstone)
+            return None
+        pod: PodEntry = orjson.loads(raw)
+        if pod["state"] == "deleted":
+            return None
+        released_from = pod["node"] if pod["state"] == "bound" else None
+        if released_from is not None:
+            self._release(released_from, pod["requests"])
+        pod["state"] = "deleted"
+        pod["at"] = now
+        self._pods[uid] = orjson.dumps(pod)
+        return released_from
+
+    # -------------------------------------------------------------------------------------- reporting
+
+    def allocated(self, node: str) -> dict[str, int]:
+        """The node's allocation, ``pods`` included; empty for an unknown node."""
+        raw = self._nodes.get(node)
+        if raw is None:
+            return {}
+        entry: NodeEntry = orjson.loads(raw)
+        return entry["allocated"]
+
+    def node_names(self) -> list[str]:
+        return sorted(self._nodes.keys())
+
+    # -------------------------------------------------------------------------------------- internals
+
+    def _release(self, name: str, requests: dict[str, int]) -> None:
+        raw = self._nodes.get(name)
+        if raw is None:
+            # remove_node releases every pod of the node it forgets, so a bound pod always has its node.
+            return
+        node: NodeEntry = orjson.loads(raw)
+        allocated = node["allocated"]
+        for resource, amount in requests.items():
+            left = allocated.get(resource, 0) - amount
+            if left > 0:
+                allocated[resource] = left
+            else:
+                # Zeros are dropped to keep entries small (every apply decodes and encodes one).
+                allocated.pop(resource, None)
+        allocated[PODS] = max(allocated.get(PODS, 0) - 1, 0)
+        node["version"] += 1
+        self._nodes[name] = orjson.dumps(node)
+
+    @staticmethod
+    def _result(
+        binding: Binding, now: float, status: BindingStatus, reasons: list[str] | None = None
+    ) -> BindingResult:
+        # The result names the binding's node even when rejecting for another: it answers this binding,
+        # and placement uses it to drop the assume it made on that node.
+        return BindingResult(
+            uid=binding.uid,
+            node=binding.node,
+            cluster=binding.cluster,
+            status=status,
+            reasons=reasons or [],
+            at=now,
+            attempt=binding.attempt,
+        )

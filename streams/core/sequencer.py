@@ -1,0 +1,413 @@
+"""One placement shard as a pure state machine: sequencer envelopes in, bindings and verdicts out.
+
+The placement agent (live, through Kafka) and `eyrie replay --offline` (in process) feed the same `Shard`
+the same envelopes in the same order, which is why their decisions agree pod for pod. The order is fixed
+by event time, not by which Kafka partition happened to be fetched first:
+
+- Outside a replay session, envelopes apply in arrival order (the sequencer partition's order).
+- A replay session begins with the first watermark. The replayer sends, on every partition of every topic
+  it publishes to, watermarks ``T`` meaning "everything with ts ≤ T on this partition is published"; the
+  forwarders pass them on. Envelopes from those partitions are held and applied in ``(ts, seq)`` order,
+  seq being the log line, once every session partition has passed their ts. How the topics interleave on
+  the way in is then invisible to placement.
+
+The sequencer partition is also the shard's changelog: replaying it from the start rebuilds exactly the
+state a crashed worker had (every input, ticks included, is on it, and nothing here reads a clock).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from policies.framework.profile import ProfileSet, parse_profile
+from policies.scheduler import Evicted, Outcome, Placed, Scheduler, Unschedulable
+from schemas.codec import model_from_mapping, to_jsonable
+from schemas.events import Binding, BindingResult
+from schemas.exceptions import EyrieError, InvalidInput
+from schemas.node import NodeEvent
+from schemas.pod import PodDeleted, PodRequest
+from streams.core.metrics import NodeSummary, WorkloadSummary
+
+__all__ = [
+    "Envelope",
+    "Kind",
+    "Output",
+    "Refused",
+    "ReorderBuffer",
+    "Shard",
+    "Watermark",
+    "decode_envelope",
+    "encode_envelope",
+]
+
+
+class Kind(StrEnum):
+    NODE = "node"
+    POD = "pod"
+    DELETE = "delete"
+    SUMMARY = "summary"
+    WORKLOAD = "workload"
+    RESULT = "result"
+    CONFIG = "config"
+    WATERMARK = "watermark"
+    TICK = "tick"
+
+
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    """Everything with ``ts <= self.ts`` on `source` has been published (``ts`` inf: the session ended)."""
+
+    session: str
+    ts: float
+    partitions: dict[str, int]
+    """The session's topics and their partition counts: all of them must pass a time before it is applied."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "ts": None if math.isinf(self.ts) else self.ts,
+            "partitions": self.partitions,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Watermark:
+        if not isinstance(data, dict):
+            raise InvalidInput("a watermark must be a JSON object", field="watermark")
+        session, ts, partitions = data.get("session"), data.get("ts"), data.get("partitions")
+        if not isinstance(session, str) or not session:
+            raise InvalidInput("must be a non-empty string", field="watermark.session")
+        if ts is not None and (not isinstance(ts, int | float) or isinstance(ts, bool) or math.isnan(ts)):
+            raise InvalidInput("must be a number or null (end of session)", field="watermark.ts")
+        if not isinstance(partitions, dict) or not partitions:
+            raise InvalidInput("must map topic names to partition counts", field="watermark.partitions")
+        for topic, count in partitions.items():
+            if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 100_000:
+                raise InvalidInput("must be a partition count ≥ 1", field=f"watermark.partitions.{topic}")
+        return cls(session, math.inf if ts is None else float(ts), dict(partitions))
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One input of a shard, in the shape the sequencer topic carries."""
+
+    kind: Kind
+    ts: float
+    value: Any = None
+    source: str = ""
+    """``topic/partition`` it was forwarded from (watermarks are per source)."""
+    seq: float = math.inf
+    """Line of the replayed log it came from; inf for live input (after replayed input of equal ts)."""
+
+
+def _config_value(data: object) -> dict[str, Any]:
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise InvalidInput("must be {name, document}", field="value")
+    document = data.get("document")
+    if document is not None and not isinstance(document, dict):
+        raise InvalidInput("must be a profile document or null", field="value.document")
+    return data
+
+
+_VALUE_READERS: dict[Kind, Any] = {
+    Kind.NODE: lambda data: model_from_mapping(NodeEvent, data, prefix="value"),
+    Kind.POD: lambda data: model_from_mapping(PodRequest, data, prefix="value"),
+    Kind.DELETE: lambda data: model_from_mapping(PodDeleted, data, prefix="value"),
+    Kind.RESULT: lambda data: model_from_mapping(BindingResult, data, prefix="value"),
+    Kind.SUMMARY: NodeSummary.from_json,
+    Kind.WORKLOAD: WorkloadSummary.from_json,
+    Kind.WATERMARK: Watermark.from_json,
+    Kind.CONFIG: _config_value,
+    Kind.TICK: lambda data: None,
+}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return to_jsonable(value)
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    return value
+
+
+def encode_envelope(envelope: Envelope) -> bytes:
+    return orjson.dumps(
+        {
+            "k": envelope.kind.value,
+            "ts": envelope.ts,
+            "seq": None if math.isinf(envelope.seq) else envelope.seq,
+            "src": envelope.source,
+            "v": _jsonable(envelope.value),
+        }
+    )
+
+
+def decode_envelope(raw: bytes) -> Envelope:
+    """Raises `InvalidInput` naming the field; the agent turns that into a dead letter."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidInput("an envelope must be a JSON object")
+    try:
+        kind = Kind(str(data.get("k")))
+    except ValueError:
+        raise InvalidInput(f"unknown kind {data.get('k')!r}", field="k") from None
+    ts, seq = data.get("ts"), data.get("seq")
+    if not isinstance(ts, int | float) or isinstance(ts, bool) or not math.isfinite(ts):
+        raise InvalidInput("must be a finite number", field="ts")
+    if seq is not None and (not isinstance(seq, int | float) or isinstance(seq, bool)):
+        raise InvalidInput("must be a number or null", field="seq")
+    source = data.get("src", "")
+    if not isinstance(source, str):
+        raise InvalidInput("must be a string", field="src")
+    value = _VALUE_READERS[kind](data.get("v"))
+    return Envelope(kind, float(ts), value, source, math.inf if seq is None else float(seq))
+
+
+@dataclass(slots=True)
+class ReorderBuffer:
+    """Holds a replay session's envelopes until every session partition has passed their event time."""
+
+    session: str | None = None
+    expected: set[str] = field(default_factory=set)
+    marks: dict[str, float] = field(default_factory=dict)
+    _held: list[tuple[float, float, int, Envelope]] = field(default_factory=list)
+    _arrivals: int = 0
+
+    def push(self, envelope: Envelope) -> list[Envelope]:
+        """Envelopes ready to apply, in the order to apply them."""
+        if envelope.kind is Kind.WATERMARK:
+            self._mark(envelope.source, envelope.value)
+            return self._release()
+        if self.session is None or envelope.source not in self.expected:
+            return [envelope]  # live input, or a source the replay does not drive (results, config, ticks)
+        self._arrivals += 1
+        heapq.heappush(self._held, (envelope.ts, envelope.seq, self._arrivals, envelope))
+        return self._release()
+
+    def _mark(self, source: str, mark: Watermark) -> None:
+        if mark.session != self.session:
+            if self.session is not None and math.isinf(mark.ts):
+                return  # the end of an older session, already superseded
+            self.session = mark.session
+            self.expected = {f"{t}/{p}" for t, n in mark.partitions.items() for p in range(n)}
+            self.marks = {}
+        if source in self.expected:
+            self.marks[source] = max(self.marks.get(source, -math.inf), mark.ts)
+
+    @property
+    def watermark(self) -> float:
+        if self.session is None:
+            return math.inf
+        return min((self.marks.get(source, -math.inf) for source in self.expected), default=math.inf)
+
+    def _release(self) -> list[Envelope]:
+        limit = self.watermark
+        ready = []
+        while self._held and self._held[0][0] <= limit:
+            ready.append(heapq.heappop(self._held)[3])
+        if math.isinf(limit) and limit > 0:
+            self.session, self.expected, self.marks = None, set(), {}
+        return ready
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An input that was well-formed but cannot apply (a cordon of a node nobody announced): the agent
+    turns it into a dead letter, so it is accounted for rather than silently dropped."""
+
+    envelope: Envelope
+    reason: str
+
+
+Output = Binding | BindingResult | PodDeleted | Refused
+"""Bindings, unschedulable verdicts, and releases (`PodDeleted`) of pods placement had assumed or bound —
+deleted, or preempted — which go on the bindings topic behind the pod's binding, so the applier frees what
+it booked in the right order."""
+
+
+def _reason_kinds(reasons: tuple[str, ...]) -> tuple[str, ...]:
+    """Reasons without kube-scheduler's node counts ("3 Insufficient cpu" → "Insufficient cpu")."""
+    return tuple(
+        sorted(r.split(" ", 1)[1] if r.split(" ", 1)[0].isdigit() and " " in r else r for r in reasons)
+    )
+
+
+class Shard:
+    """The scheduler core behind one sequencer partition: applies envelopes, returns what to publish."""
+
+    def __init__(self, profiles: ProfileSet | None = None, *, cluster: str = "default") -> None:
+        self.scheduler = Scheduler(profiles or ProfileSet.builtin())
+        self.reorder = ReorderBuffer()
+        self.cluster = cluster
+        self.now = 0.0
+        self.pods: dict[str, PodRequest] = {}
+        """Every pod placement still owns (queued, assumed or bound), for requeueing it after a conflict."""
+        self._verdicts: dict[str, tuple[str, ...]] = {}
+        self.counters: Counter[str] = Counter()
+
+    def feed(self, envelope: Envelope) -> list[Output]:
+        outputs: list[Output] = []
+        for ready in self.reorder.push(envelope):
+            outputs.extend(self.apply(ready))
+        return outputs
+
+    def feed_all(self, envelopes: Iterable[Envelope]) -> list[Output]:
+        outputs: list[Output] = []
+        for envelope in envelopes:
+            outputs.extend(self.feed(envelope))
+        return outputs
+
+    def apply(self, envelope: Envelope) -> list[Output]:
+        """Apply one envelope at its event time, then run the queue: a pod is placed as soon as it arrives,
+        so the decisions do not depend on how envelopes were batched on the way in."""
+        self.now = now = envelope.ts if self.reorder.session is not None else max(self.now, envelope.ts)
+        self.counters[envelope.kind.value] += 1
+        scheduler, value = self.scheduler, envelope.value
+        outcomes: list[Outcome] = []
+        releases: list[Output] = []
+        match envelope.kind:
+            case Kind.NODE:
+                if value.type != "upsert" and value.node.name not in scheduler.snapshot.index:
+                    releases.append(Refused(envelope, f"node: unknown node {value.node.name!r}"))
+                else:
+                    outcomes = self._node_event(value, now)
+            case Kind.POD:
+                if value.uid not in self.pods:
+                    self.pods[value.uid] = value
+                    outcomes = scheduler.add_pod(value, now)
+                else:
+                    self.counters["duplicate_pod"] += 1
+            case Kind.DELETE:
+                self.pods.pop(value.uid, None)
+                self._verdicts.pop(value.uid, None)
+                if value.uid in scheduler.snapshot.pods:
+                    releases.append(PodDeleted(uid=value.uid, ts=max(now, 0.0)))
+                outcomes = scheduler.delete_pod(value.uid, now)
+            case Kind.SUMMARY:
+                self._summary(value)
+            case Kind.WORKLOAD:
+                portrait = value.to_portrait()
+                if portrait is not None:
+                    scheduler.snapshot.usage.set_workload_portrait(value.workload, portrait)
+            case Kind.RESULT:
+                outcomes = self._result(value, now)
+            case Kind.CONFIG:
+                self._config(value)
+            case Kind.TICK:
+                outcomes = scheduler.tick(now)
+            case Kind.WATERMARK:
+                pass
+        outcomes.extend(scheduler.schedule(now))
+        return releases + self._outputs(outcomes, now)
+
+    def _node_event(self, event: NodeEvent, now: float) -> list[Outcome]:
+        scheduler, name = self.scheduler, event.node.name
+        if event.type == "upsert":
+            scheduler.upsert_node(event.node)
+            return []
+        if event.type == "delete":
+            return scheduler.remove_node(name, now)
+        scheduler.set_unschedulable(name, event.type == "cordon")
+        return []
+
+    def _summary(self, summary: NodeSummary) -> None:
+        snapshot = self.scheduler.snapshot
+        row = snapshot.index.get(summary.node)
+        if row is None:
+            self.counters["summary_unknown_node"] += 1
+            return
+        usage = snapshot.usage
+        if summary.window:
+            usage.set_window(row, summary.window, summary.window_end)
+        portrait = summary.to_portrait()
+        if portrait is not None and summary.seen is not None:
+            usage.set_node_portrait(row, portrait, summary.seen)
+
+    def _result(self, result: BindingResult, now: float) -> list[Outcome]:
+        pod = self.pods.get(result.uid)
+        if pod is None or result.status == "unschedulable":
+            return []  # a pod deleted meanwhile, or our own verdict coming back
+        if result.status == "applied":
+            record = self.scheduler.snapshot.pods.get(result.uid)
+            if record is not None and self.scheduler.snapshot.names[record.row] == result.node:
+                self.scheduler.confirm(result.uid)
+            return []
+        if result.status == "conflict":
+            record = self.scheduler.snapshot.pods.get(result.uid)
+            if record is None or self.scheduler.snapshot.names[record.row] != result.node:
+                return []  # an older attempt's conflict: the pod has moved on
+            self.counters["conflicts"] += 1
+            return self.scheduler.conflict(pod, now, result.attempt)
+        # rejected: the applier will never bind it (deleted, or bound elsewhere); placement lets go.
+        self.pods.pop(result.uid, None)
+        return self.scheduler.delete_pod(result.uid, now)
+
+    def _config(self, value: dict[str, Any]) -> None:
+        document = value.get("document")
+        if document is None:
+            return  # a tombstone: profiles are never removed at run time, only replaced
+        try:
+            profile = parse_profile(document)
+        except EyrieError as exc:
+            self.counters["config_rejected"] += 1
+            self.last_config_error = f"profile {value.get('name')!r}: {exc}"
+            return
+        self.scheduler.profiles.replace(profile)
+        self.counters["config_applied"] += 1
+
+    def _outputs(self, outcomes: list[Outcome], now: float) -> list[Output]:
+        outputs: list[Output] = []
+        for outcome in outcomes:
+            if isinstance(outcome, Placed):
+                self._verdicts.pop(outcome.uid, None)
+                pod = self.pods.get(outcome.uid)
+                outputs.append(
+                    Binding(
+                        uid=outcome.uid,
+                        node=outcome.node,
+                        cluster=outcome.cluster,
+                        profile=outcome.profile,
+                        score=outcome.score,
+                        plugin_scores=outcome.plugin_scores,
+                        requests=pod.effective_requests if pod is not None else {},
+                        node_version=outcome.node_version,
+                        batch_id=outcome.batch_id,
+                        decided_at=max(now, 0.0),
+                        attempt=outcome.attempt,
+                    )
+                )
+            elif isinstance(outcome, Unschedulable):
+                kinds = _reason_kinds(outcome.reasons)
+                if self._verdicts.get(outcome.uid) == kinds:
+                    continue  # the same verdict again after a retry (node counts aside): nothing new to say
+                self._verdicts[outcome.uid] = kinds
+                outputs.append(
+                    BindingResult(
+                        uid=outcome.uid,
+                        node=None,
+                        cluster=self.cluster,
+                        status="unschedulable",
+                        reasons=list(outcome.reasons),
+                        at=max(now, 0.0),
+                        attempt=outcome.attempt,
+                    )
+                )
+            elif isinstance(outcome, Evicted):
+                self.pods.pop(outcome.uid, None)
+                outputs.append(PodDeleted(uid=outcome.uid, ts=max(now, 0.0)))
+        return outputs

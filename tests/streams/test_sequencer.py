@@ -1,0 +1,343 @@
+"""The placement shard and its reorder buffer, without Kafka: order, idempotence, conflicts, profiles."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schemas.codec import encode
+from schemas.events import Binding, BindingResult, DeadLetter
+from schemas.exceptions import InvalidInput
+from schemas.node import NodeEvent, NodeSpec
+from schemas.pod import PodDeleted, PodRequest
+from streams.core.ingress import (
+    CONTROL_HEADER,
+    WATERMARK_CONTROL,
+    envelope_from_record,
+    replay_headers,
+)
+from streams.core.sequencer import (
+    Envelope,
+    Kind,
+    ReorderBuffer,
+    Shard,
+    Watermark,
+    decode_envelope,
+    encode_envelope,
+)
+
+# ------------------------------------------------------------------------------------------- builders
+
+
+def node(name: str, cpu: str = "4", memory: str = "8Gi", **labels: str) -> NodeEvent:
+    spec = NodeSpec(
+        name=name,
+        capacity={"cpu": cpu, "memory": memory, "pods": 110},
+        allocatable={"cpu": cpu, "memory": memory, "pods": 110},
+        labels=labels,
+    )
+    return NodeEvent(type="upsert", node=spec)
+
+
+def pod(uid: str, cpu: str = "1", memory: str = "1Gi", **extra: Any) -> PodRequest:
+    return PodRequest(uid=uid, requests={"cpu": cpu, "memory": memory}, **extra)
+
+
+def env(kind: Kind, ts: float, value: Any, source: str = "offline/0", seq: float = math.inf) -> Envelope:
+    return Envelope(kind, ts, value, source, seq)
+
+
+def mark(ts: float, source: str, session: str = "s", partitions: dict[str, int] | None = None) -> Envelope:
+    return Envelope(Kind.WATERMARK, 0.0, Watermark(session, ts, partitions or {"a": 1, "b": 1}), source)
+
+
+def bindings(outputs: list[Any]) -> dict[str, str]:
+    return {o.uid: o.node for o in outputs if isinstance(o, Binding)}
+
+
+# ------------------------------------------------------------------------------------- reorder buffer
+
+
+def test_without_a_session_envelopes_are_applied_in_arrival_order() -> None:
+    buffer = ReorderBuffer()
+    first, second = env(Kind.TICK, 5.0, None, "a/0"), env(Kind.TICK, 1.0, None, "b/0")
+    assert buffer.push(first) == [first]
+    assert buffer.push(second) == [second]
+
+
+def test_a_session_holds_envelopes_until_every_partition_passed_their_time() -> None:
+    buffer = ReorderBuffer()
+    assert buffer.push(mark(-1.0, "a/0")) == []
+    assert buffer.push(mark(-1.0, "b/0")) == []
+    late = env(Kind.TICK, 2.0, None, "b/0", seq=4)
+    early = env(Kind.TICK, 1.0, None, "a/0", seq=3)
+    assert buffer.push(late) == []
+    assert buffer.push(early) == []
+    assert buffer.push(mark(1.0, "a/0")) == []  # b has not passed 1.0 yet
+    assert buffer.push(mark(2.0, "b/0")) == [early]
+    assert buffer.push(mark(5.0, "a/0")) == [late]
+
+
+def test_equal_times_are_ordered_by_log_line() -> None:
+    buffer = ReorderBuffer()
+    buffer.push(mark(-1.0, "a/0"))
+    buffer.push(mark(-1.0, "b/0"))
+    third, second = env(Kind.TICK, 1.0, None, "a/0", seq=3), env(Kind.TICK, 1.0, None, "b/0", seq=2)
+    buffer.push(third)
+    buffer.push(second)
+    buffer.push(mark(1.0, "a/0"))
+    assert buffer.push(mark(1.0, "b/0")) == [second, third]
+
+
+def test_the_end_of_a_session_releases_everything_and_returns_to_arrival_order() -> None:
+    buffer = ReorderBuffer()
+    buffer.push(mark(-1.0, "a/0"))
+    held = env(Kind.TICK, 9.0, None, "a/0", seq=1)
+    assert buffer.push(held) == []
+    buffer.push(mark(math.inf, "a/0"))
+    assert buffer.push(mark(math.inf, "b/0")) == [held]
+    assert buffer.session is None
+    live = env(Kind.TICK, 1.0, None, "a/0")
+    assert buffer.push(live) == [live]
+
+
+def test_sources_outside_the_session_are_not_held() -> None:
+    buffer = ReorderBuffer()
+    buffer.push(mark(-1.0, "a/0"))
+    result = env(Kind.TICK, 50.0, None, "binding-results/3")
+    assert buffer.push(result) == [result]
+
+
+# ------------------------------------------------------------------------------------------- the shard
+
+
+def scripted_log() -> list[Envelope]:
+    """Nodes, then pods with deletions between them, each with its log line as seq."""
+    events: list[tuple[float, Kind, Any]] = [(0.0, Kind.NODE, node(f"n{i}", cpu="2")) for i in range(3)]
+    for i in range(12):
+        events.append((1.0 + i, Kind.POD, pod(f"p{i:02d}", cpu="500m")))
+        if i % 4 == 3:
+            events.append((1.5 + i, Kind.DELETE, PodDeleted(uid=f"p{i - 2:02d}", ts=1.5 + i)))
+    return [env(kind, ts, value, seq=line) for line, (ts, kind, value) in enumerate(events, start=1)]
+
+
+def test_a_pod_is_placed_once_even_if_its_request_arrives_twice() -> None:
+    shard = Shard()
+    outputs = shard.feed_all(
+        [env(Kind.NODE, 0, node("n1")), env(Kind.POD, 1, pod("a")), env(Kind.POD, 2, pod("a"))]
+    )
+    assert [o.uid for o in outputs if isinstance(o, Binding)] == ["a"]
+    assert shard.counters["duplicate_pod"] == 1
+
+
+def test_a_conflict_returns_the_pod_to_the_queue_with_the_next_attempt() -> None:
+    shard = Shard()
+    first = shard.feed_all(
+        [env(Kind.NODE, 0, node("n1")), env(Kind.NODE, 0, node("n2")), env(Kind.POD, 1, pod("a"))]
+    )
+    binding = next(o for o in first if isinstance(o, Binding))
+    conflict = BindingResult(
+        uid="a", node=binding.node, status="conflict", reasons=["Insufficient cpu"], attempt=0
+    )
+    again = shard.feed(env(Kind.RESULT, 2, conflict, "binding-results/0"))
+    retried = next(o for o in again if isinstance(o, Binding))
+    assert retried.attempt == 1
+
+
+def test_a_conflict_for_an_older_attempt_is_ignored() -> None:
+    shard = Shard()
+    outputs = shard.feed_all([env(Kind.NODE, 0, node("n1")), env(Kind.POD, 1, pod("a"))])
+    binding = next(o for o in outputs if isinstance(o, Binding))
+    stale = BindingResult(uid="a", node="elsewhere", status="conflict", attempt=0)
+    assert shard.feed(env(Kind.RESULT, 2, stale, "binding-results/0")) == []
+    assert shard.scheduler.snapshot.pods["a"].row == shard.scheduler.snapshot.index[binding.node]
+
+
+def test_an_unschedulable_verdict_is_said_once_while_the_reasons_stay_the_same() -> None:
+    shard = Shard()
+    outputs = shard.feed_all(
+        [
+            env(Kind.NODE, 0, node("n1", cpu="1")),
+            env(Kind.POD, 1, pod("big", cpu="2")),
+            env(Kind.NODE, 2, node("n2", cpu="1")),
+        ]
+    )
+    verdicts = [o for o in outputs if isinstance(o, BindingResult)]
+    assert [v.status for v in verdicts] == ["unschedulable"]
+
+
+def test_a_pod_that_did_not_fit_is_placed_when_a_node_arrives() -> None:
+    shard = Shard()
+    outputs = shard.feed_all(
+        [
+            env(Kind.NODE, 0, node("n1", cpu="1")),
+            env(Kind.POD, 1, pod("big", cpu="2")),
+            env(Kind.NODE, 20, node("n2", cpu="4")),
+        ]
+    )
+    assert bindings(outputs) == {"big": "n2"}
+
+
+def test_a_profile_on_the_config_topic_changes_the_decisions_of_later_pods() -> None:
+    shard = Shard()
+    nodes = [env(Kind.NODE, 0, node("a-node", cpu="8")), env(Kind.NODE, 0, node("b-node", cpu="8"))]
+    before = bindings(shard.feed_all([*nodes, env(Kind.POD, 1, pod("p1")), env(Kind.POD, 2, pod("p2"))]))
+    assert set(before.values()) == {"a-node", "b-node"}  # default spreads (LeastAllocated)
+    packing = {
+        "schedulerName": "default",
+        "pluginConfig": [
+            {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}
+        ],
+    }
+    shard.feed(env(Kind.CONFIG, 3, {"name": "default", "document": packing}))
+    after = bindings(shard.feed_all([env(Kind.POD, 4, pod("p3")), env(Kind.POD, 5, pod("p4"))]))
+    assert after["p3"] == after["p4"]  # MostAllocated packs
+    assert shard.counters["config_applied"] == 1
+
+
+def test_a_deleted_pod_frees_its_node_for_the_next_one() -> None:
+    shard = Shard()
+    first = bindings(shard.feed_all([env(Kind.NODE, 0, node("n1", cpu="1")), env(Kind.POD, 1, pod("a"))]))
+    assert first == {"a": "n1"}
+    later = shard.feed_all([env(Kind.DELETE, 2, PodDeleted(uid="a", ts=2)), env(Kind.POD, 3, pod("b"))])
+    assert bindings(later) == {"b": "n1"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_any_interleaving_of_the_partitions_gives_the_offline_decisions(rng: random.Random) -> None:
+    log = scripted_log()
+    offline = Shard()
+    offline.feed(mark(-1.0, "offline/0", partitions={"offline": 1}))
+    expected = bindings(
+        offline.feed_all(log) + offline.feed(mark(math.inf, "offline/0", partitions={"offline": 1}))
+    )
+    # Live: the log split over three partitions, each in order, interleaved at random, with watermarks.
+    partitions = {"t": 3}
+    lanes: list[list[Envelope]] = [[mark(-1.0, f"t/{p}", partitions=partitions)] for p in range(3)]
+    for item in log:
+        lane = rng.randrange(3)
+        lanes[lane].append(Envelope(item.kind, item.ts, item.value, f"t/{lane}", item.seq))
+        if rng.random() < 0.3:
+            for p in range(3):
+                lanes[p].append(mark(item.ts - 0.25, f"t/{p}", partitions=partitions))
+    for p in range(3):
+        lanes[p].append(mark(math.inf, f"t/{p}", partitions=partitions))
+    live, outputs = Shard(), []
+    while any(lanes):
+        lane = rng.choice([lane for lane in lanes if lane])
+        outputs += live.feed(lane.pop(0))
+    assert bindings(outputs) == expected
+
+
+# ------------------------------------------------------------------------------------ wire and ingress
+
+
+def test_an_envelope_survives_the_sequencer_topic() -> None:
+    original = env(Kind.POD, 12.5, pod("a", labels={"app": "web"}), "pod-requests/2", seq=7)
+    assert decode_envelope(encode_envelope(original)) == original
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"k": "pod", "ts": "soon", "v": {}}', "ts"),
+        (b'{"k": "teleport", "ts": 1, "v": {}}', "k"),
+        (b'{"k": "pod", "ts": 1, "v": {"uid": ""}}', "value.uid"),
+        (
+            b'{"k": "watermark", "ts": 0, "v": {"session": "s", "ts": 1, "partitions": {}}}',
+            "watermark.partitions",
+        ),
+    ],
+    ids=[
+        "a time that is not a number",
+        "an unknown kind",
+        "a pod without a uid",
+        "a watermark covering nothing",
+    ],
+)
+def test_a_bad_envelope_is_refused_naming_the_field(raw: bytes, field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        decode_envelope(raw)
+    assert caught.value.field == field or field in str(caught.value)
+
+
+def test_a_replayed_record_keeps_its_log_time_and_line() -> None:
+    record = envelope_from_record("pod-requests", 1, 10, b"a", encode(pod("a")), replay_headers(42.0, 17))
+    assert isinstance(record, Envelope)
+    assert (record.kind, record.ts, record.seq, record.source) == (Kind.POD, 42.0, 17.0, "pod-requests/1")
+
+
+def test_a_watermark_record_becomes_a_watermark_envelope() -> None:
+    value = orjson.dumps(Watermark("s", 3.0, {"metrics": 2}).to_json())
+    record = envelope_from_record("metrics", 1, 0, b"w", value, [(CONTROL_HEADER, WATERMARK_CONTROL)])
+    assert isinstance(record, Envelope)
+    assert record.kind is Kind.WATERMARK and record.value.ts == 3.0
+
+
+@pytest.mark.parametrize(
+    ("topic", "key", "value", "headers", "words"),
+    [
+        ("pod-requests", b"a", b"\xff\xfe", None, "JSON"),
+        ("pod-requests", b"b", encode(pod("a")), None, "does not match"),
+        ("pod-requests", b"a", encode(pod("a")), [("eyrie-ts", b"yesterday")], "eyrie-ts"),
+        ("config", b"fast", b'{"schedulerName": "slow"}', None, "schedulerName"),
+        (
+            "config",
+            b"fast",
+            b'{"schedulerName": "fast", "plugins": {"score": {"enabled": [{"name": "Nope"}]}}}',
+            None,
+            "Nope",
+        ),
+    ],
+    ids=[
+        "garbage bytes",
+        "a key that is not the pod's uid",
+        "a replay time that is not a number",
+        "a profile under another profile's name",
+        "a profile naming an unknown plugin",
+    ],
+)
+def test_a_bad_input_record_becomes_a_dead_letter_with_the_reason(
+    topic: str, key: bytes, value: bytes, headers: Any, words: str
+) -> None:
+    letter = envelope_from_record(topic, 0, 5, key, value, headers)
+    assert isinstance(letter, DeadLetter)
+    assert words in letter.error and letter.offset == 5
+
+
+def test_placements_own_unschedulable_verdicts_are_not_fed_back() -> None:
+    verdict = BindingResult(uid="a", status="unschedulable", reasons=["Insufficient cpu"])
+    assert envelope_from_record("binding-results", 0, 0, b"a", encode(verdict)) is None
+
+
+GANG = {
+    "schedulerName": "gang",
+    "plugins": {
+        "queueSort": {"disabled": [{"name": "*"}]},
+        "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+    },
+}
+
+
+def test_gang_members_arriving_one_at_a_time_are_placed_together_once_the_group_is_complete() -> None:
+    from schemas.pod import PodGroup
+
+    shard = Shard()
+    shard.feed(env(Kind.CONFIG, 0, {"name": "gang", "document": GANG}))
+    shard.feed_all([env(Kind.NODE, 0, node(f"n{i}")) for i in range(2)])
+    group = PodGroup(name="g", min_available=3, timeout_s=30)
+    outputs = []
+    for i in range(3):  # each arrival runs the queue at once: the first two are too few on their own
+        outputs += shard.feed(
+            env(Kind.POD, 1 + i * 0.01, pod(f"m{i}", scheduler_name="gang", pod_group=group))
+        )
+    assert not bindings(outputs)
+    outputs += shard.feed(env(Kind.TICK, 3.0, None, "tick"))  # past the first members' backoff
+    assert set(bindings(outputs)) == {"m0", "m1", "m2"}
