@@ -35,9 +35,11 @@ bench: install
 	$(BIN)/python -m bench.ingest
 	for profile in trimaran portrait balanced; do $(BIN)/python -m bench.placement --nodes 5000 --pods 5000 --profile $$profile || exit 1; done
 
+# A broker (KAFKA_BOOTSTRAP_SERVERS, else a local one), a worker, an applier, a replayed workload (a seeded
+# one shaped like the Alibaba GPU 2023 trace, or TRACE=DIR_OR_LOG), a summary table and plots in demo-out/.
+TRACE ?=
 demo: install
-	@echo "make demo arrives with the streaming pipeline (issue 5); until then see README: Status." >&2
-	@exit 2
+	$(BIN)/python -m streams.demo $(if $(TRACE),--trace $(TRACE),)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

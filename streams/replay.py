@@ -22,7 +22,6 @@ from policies.framework.profile import ProfileSet
 from schemas.codec import encode
 from schemas.eventlog import LogEvent, read_events
 from schemas.events import Binding, BindingResult, MetricSample
-from schemas.pod import PodDeleted
 from streams.client import Decision, EyrieClient, latest_decisions
 from streams.core.ingress import (
     CONTROL_HEADER,
@@ -33,7 +32,7 @@ from streams.core.ingress import (
 )
 from streams.core.ledger import Ledger
 from streams.core.metrics import MetricsCore, NodeSummary
-from streams.core.sequencer import Envelope, Kind, Output, Refused, Shard, Watermark
+from streams.core.sequencer import Envelope, Kind, Output, Refused, Release, Shard, Watermark
 from streams.settings import Settings
 
 __all__ = ["OfflineResult", "ReplayStats", "replay_live", "replay_offline", "write_decisions"]
@@ -93,8 +92,8 @@ def replay_offline(
                 queue.extend(shard.feed(Envelope(Kind.RESULT, output.decided_at, result, _RESULTS)))
             elif isinstance(output, BindingResult):
                 results[output.uid] = output
-            elif isinstance(output, PodDeleted):  # a release of a deleted or preempted pod
-                ledger.delete(output.uid, output.ts)
+            elif isinstance(output, Release):  # a deleted or preempted pod
+                ledger.delete(output.deleted.uid, output.deleted.ts)
             elif isinstance(output, Refused):
                 refused.append(output.reason)
 

@@ -17,6 +17,7 @@ __all__ = [
     "WITHIN_S",
     "TableBytes",
     "bytes_table",
+    "node_partition",
     "send_dead_letter",
     "send_envelope",
     "shards_for",
@@ -28,6 +29,10 @@ WITHIN_S = 0.005
 Faust event is paid once per batch, and a lone record is delayed by at most 5 ms."""
 
 _BROADCAST = frozenset({Kind.WATERMARK, Kind.CONFIG, Kind.TICK, Kind.DELETE, Kind.SUMMARY, Kind.WORKLOAD})
+
+
+def node_partition(node: str, partitions: int) -> int:
+    return zlib.crc32(node.encode()) % partitions
 
 
 def _shard_of(cluster: str, shards: int) -> int:

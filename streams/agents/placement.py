@@ -21,9 +21,17 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from schemas.codec import encode
 from schemas.events import Binding, BindingResult
 from schemas.exceptions import InvalidInput
-from schemas.pod import PodDeleted
-from streams.agents.common import BATCH, WITHIN_S, send_dead_letter
-from streams.core.sequencer import Envelope, Kind, Output, Refused, Shard, decode_envelope, encode_envelope
+from streams.agents.common import BATCH, WITHIN_S, node_partition, send_dead_letter
+from streams.core.sequencer import (
+    Envelope,
+    Kind,
+    Output,
+    Refused,
+    Release,
+    Shard,
+    decode_envelope,
+    encode_envelope,
+)
 from streams.records import dead_letter
 
 __all__ = ["register"]
@@ -73,14 +81,27 @@ def register(app: faust.App, topics: Any) -> None:
     settings = topics.settings
     owned: dict[int, _Owned] = {}
 
+    partitions = settings.partitions
+
     async def publish(outputs: list[Output]) -> None:
+        # Bindings and releases are keyed by uid (SPEC) but partitioned by node: the applier then sees one
+        # node's bookings and releases in placement's order, and a pod placed where another was just
+        # deleted is never refused because the release sat in a partition read later.
         for output in outputs:
             if isinstance(output, Binding):
-                await topics.bindings.send(key=output.uid.encode(), value=encode(output))
+                await topics.bindings.send(
+                    key=output.uid.encode(),
+                    value=encode(output),
+                    partition=node_partition(output.node, partitions),
+                )
             elif isinstance(output, BindingResult):
                 await topics.binding_results.send(key=output.uid.encode(), value=encode(output))
-            elif isinstance(output, PodDeleted):  # a release, behind the pod's binding (same key)
-                await topics.bindings.send(key=output.uid.encode(), value=encode(output))
+            elif isinstance(output, Release):  # on the partition of the binding it undoes
+                await topics.bindings.send(
+                    key=output.deleted.uid.encode(),
+                    value=encode(output.deleted),
+                    partition=node_partition(output.node, partitions),
+                )
             elif isinstance(output, Refused):
                 source = output.envelope.source.rsplit("/", 1)
                 letter = dead_letter(

@@ -42,6 +42,7 @@ __all__ = [
     "Kind",
     "Output",
     "Refused",
+    "Release",
     "ReorderBuffer",
     "Shard",
     "Watermark",
@@ -234,10 +235,17 @@ class Refused:
     reason: str
 
 
-Output = Binding | BindingResult | PodDeleted | Refused
-"""Bindings, unschedulable verdicts, and releases (`PodDeleted`) of pods placement had assumed or bound —
-deleted, or preempted — which go on the bindings topic behind the pod's binding, so the applier frees what
-it booked in the right order."""
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Placement let go of a pod it had assumed or bound on `node` (deleted, or preempted)."""
+
+    deleted: PodDeleted
+    node: str
+
+
+Output = Binding | BindingResult | Release | Refused
+"""Bindings, unschedulable verdicts, releases of pods placement had assumed or bound (deleted, or
+preempted), and inputs that could not apply."""
 
 
 def _reason_kinds(reasons: tuple[str, ...]) -> tuple[str, ...]:
@@ -295,8 +303,10 @@ class Shard:
             case Kind.DELETE:
                 self.pods.pop(value.uid, None)
                 self._verdicts.pop(value.uid, None)
-                if value.uid in scheduler.snapshot.pods:
-                    releases.append(PodDeleted(uid=value.uid, ts=max(now, 0.0)))
+                record = scheduler.snapshot.pods.get(value.uid)
+                if record is not None:
+                    node = scheduler.snapshot.names[record.row] or ""
+                    releases.append(Release(PodDeleted(uid=value.uid, ts=max(now, 0.0)), node))
                 outcomes = scheduler.delete_pod(value.uid, now)
             case Kind.SUMMARY:
                 self._summary(value)
@@ -409,5 +419,5 @@ class Shard:
                 )
             elif isinstance(outcome, Evicted):
                 self.pods.pop(outcome.uid, None)
-                outputs.append(PodDeleted(uid=outcome.uid, ts=max(now, 0.0)))
+                outputs.append(Release(PodDeleted(uid=outcome.uid, ts=max(now, 0.0)), outcome.node))
         return outputs
