@@ -18,9 +18,8 @@ from schemas.codec import encode
 from schemas.events import Binding
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted
-from streams.agents.common import BATCH, WITHIN_S, bytes_table, send_dead_letter
+from streams.agents.common import BATCH, WITHIN_S, bytes_table, decode_message, send_dead_letter
 from streams.core.ledger import Ledger
-from streams.records import decode_record
 
 __all__ = ["register"]
 
@@ -38,14 +37,7 @@ def register(app: faust.App, topics: Any) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
             for event in events:
                 message = event.message
-                decoded = decode_record(
-                    "bindings",
-                    message.partition,
-                    message.offset,
-                    message.key,
-                    message.value,
-                    full_topic=message.topic,
-                )
+                decoded = decode_message(topics, message)
                 if decoded.dead_letter is not None:
                     await send_dead_letter(topics, decoded.dead_letter)
                     continue
@@ -61,9 +53,7 @@ def register(app: faust.App, topics: Any) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
             for event in events:
                 message = event.message
-                decoded = decode_record(
-                    "node-events", message.partition, message.offset, message.key, message.value
-                )
+                decoded = decode_message(topics, message)
                 node_event = decoded.value
                 if not isinstance(node_event, NodeEvent):
                     continue

@@ -10,13 +10,17 @@ import faust
 
 from schemas.codec import encode
 from schemas.events import DeadLetter
+from streams.core.ingress import envelope_from_record
 from streams.core.sequencer import Envelope, Kind, encode_envelope
+from streams.records import Decoded, decode_record
 
 __all__ = [
     "BATCH",
     "WITHIN_S",
     "TableBytes",
     "bytes_table",
+    "decode_message",
+    "envelope_of",
     "node_partition",
     "send_dead_letter",
     "send_envelope",
@@ -54,6 +58,35 @@ def shards_for(envelope: Envelope, shards: int) -> range | tuple[int]:
     if envelope.kind is Kind.RESULT:
         return (_shard_of(value.cluster or "default", shards),)
     return range(shards)
+
+
+def short_topic(topics: Any, message: Any) -> str:
+    return str(message.topic)[len(topics.settings.topic_prefix) :]
+
+
+def decode_message(topics: Any, message: Any) -> Decoded:
+    """A Faust record through the shared decoder (`streams.records`): a model or a dead letter."""
+    return decode_record(
+        short_topic(topics, message),
+        message.partition,
+        message.offset,
+        message.key,
+        message.value,
+        full_topic=message.topic,
+    )
+
+
+def envelope_of(topics: Any, message: Any) -> Envelope | DeadLetter | None:
+    """A Faust record as a sequencer envelope (`streams.core.ingress`)."""
+    return envelope_from_record(
+        short_topic(topics, message),
+        message.partition,
+        message.offset,
+        message.key,
+        message.value,
+        message.headers,
+        full_topic=message.topic,
+    )
 
 
 async def send_envelope(topics: Any, envelope: Envelope) -> None:

@@ -11,29 +11,16 @@ from typing import Any
 import faust
 
 from schemas.events import DeadLetter
-from streams.agents.common import BATCH, WITHIN_S, send_dead_letter, send_envelope
-from streams.core.ingress import envelope_from_record
+from streams.agents.common import BATCH, WITHIN_S, envelope_of, send_dead_letter, send_envelope
 
 __all__ = ["register"]
 
 
 def register(app: faust.App, topics: Any) -> None:
-    settings = topics.settings
-    prefix = len(settings.topic_prefix)
-
     async def forward(stream: Any) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
             for event in events:
-                message = event.message
-                result = envelope_from_record(
-                    message.topic[prefix:],
-                    message.partition,
-                    message.offset,
-                    message.key,
-                    message.value,
-                    message.headers,
-                    full_topic=message.topic,
-                )
+                result = envelope_of(topics, event.message)
                 if isinstance(result, DeadLetter):
                     await send_dead_letter(topics, result)
                 elif result is not None:

@@ -13,11 +13,10 @@ from typing import Any
 import faust
 
 from schemas.events import MetricSample
-from streams.agents.common import bytes_table, send_dead_letter, send_envelope
-from streams.core.ingress import envelope_from_record, is_watermark
+from streams.agents.common import bytes_table, decode_message, envelope_of, send_dead_letter, send_envelope
+from streams.core.ingress import is_watermark
 from streams.core.metrics import MetricsCore, NodeSummary
 from streams.core.sequencer import Envelope, Kind
-from streams.records import decode_record
 
 __all__ = ["register"]
 
@@ -75,28 +74,13 @@ def register(app: faust.App, topics: Any) -> None:
                 if is_watermark(message.headers):
                     # Everything of this partition before the watermark must be summarised first.
                     await ingest(pending.setdefault(message.partition, []), source)
-                    mark = envelope_from_record(
-                        "metrics",
-                        message.partition,
-                        message.offset,
-                        message.key,
-                        message.value,
-                        message.headers,
-                        full_topic=message.topic,
-                    )
+                    mark = envelope_of(topics, message)
                     if isinstance(mark, Envelope):
                         await send_envelope(topics, mark)
                     elif mark is not None:
                         await send_dead_letter(topics, mark)
                     continue
-                decoded = decode_record(
-                    "metrics",
-                    message.partition,
-                    message.offset,
-                    message.key,
-                    message.value,
-                    full_topic=message.topic,
-                )
+                decoded = decode_message(topics, message)
                 if decoded.dead_letter is not None:
                     await send_dead_letter(topics, decoded.dead_letter)
                     continue
