@@ -14,6 +14,7 @@ Assume, forget, bind and delete touch one row; arrays grow by doubling, so addin
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ __all__ = [
     "LabelCounter",
     "PodInfo",
     "PodRecord",
+    "RowCursor",
     "Snapshot",
     "nonzero_requests",
 ]
@@ -51,6 +53,21 @@ DEFAULT_MAX_PODS = 110
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 _INITIAL_ROWS = 64
 _TAINT_WORD_BITS = 64
+_JOURNAL = 1 << 15
+"""Row changes of each kind the snapshot remembers: a reader further behind recomputes every row. A placement
+makes one of each of `PODS` and `PLACED`, so this covers tens of thousands of placements."""
+
+NODES = "nodes"
+"""A kind of row change: the node itself (allocatable, capacity, labels, taints, cordon, oversell rate; added
+or removed)."""
+PODS = "pods"
+"""A kind of row change: the pods accounted on it (requested, free, pod count, ports)."""
+MEASURED = "measured"
+"""A kind of row change: its measured load (`NodeUsage.refresh_row`: window, portrait, and all that depends
+on them)."""
+PLACED = "placed"
+"""A kind of row change: a pod placed on it since it was measured (`NodeUsage.on_assume`)."""
+CHANGES = (NODES, PODS, MEASURED, PLACED)
 
 
 def _columns(rows: int, width: int) -> IntArray:
@@ -157,6 +174,77 @@ class LabelCounter:
         return sum(self.counts.get(values, {}).values())
 
 
+class _Journal:
+    """The rows changed by one kind of change, newest last, in a ring."""
+
+    __slots__ = ("count", "rows", "start")
+
+    def __init__(self) -> None:
+        self.count = 0
+        """Changes so far (a reader's mark)."""
+        self.rows = np.zeros(_JOURNAL, dtype=np.int64)
+        self.start = 0
+        """Marks below this cannot be answered: everything changed there."""
+
+    def add(self, row: int) -> None:
+        self.rows[self.count & (_JOURNAL - 1)] = row
+        self.count += 1
+
+    def reset(self) -> None:
+        self.count += 1
+        self.start = self.count
+
+    def since(self, mark: int) -> IntArray | None:
+        """Rows changed after `mark`, repeats possible; None when the journal cannot tell."""
+        count = self.count - mark
+        if mark < self.start or count > _JOURNAL:
+            return None
+        first = mark & (_JOURNAL - 1)
+        if first + count <= _JOURNAL:
+            return self.rows[first : first + count].copy()
+        return np.concatenate((self.rows[first:], self.rows[: first + count - _JOURNAL]))
+
+
+class RowCursor:
+    """A reader's place in a snapshot's change journals. Values a plugin derives from rows alone (not from the
+    pod) stay valid until those rows change in a way they depend on (`kinds`, of `CHANGES`), so the plugin
+    keeps them for every row and recomputes only what `stale` names."""
+
+    __slots__ = ("_journals", "_kinds", "_marks", "_rows", "_snapshot")
+
+    def __init__(self, *kinds: str) -> None:
+        self._kinds = kinds
+        self._snapshot: weakref.ref[Snapshot] | None = None
+        self._journals: list[_Journal] = []
+        self._rows = -1
+        self._marks = [0] * len(kinds)
+
+    def stale(self, snapshot: Snapshot) -> IntArray | None:
+        """The rows changed since the last call, which count as read from now on; None means all
+        `snapshot.rows` (first use, another snapshot, rows added, or a journal cannot tell)."""
+        if self._snapshot is None or self._snapshot() is not snapshot or self._rows != snapshot.rows:
+            self._snapshot, self._rows = weakref.ref(snapshot), snapshot.rows
+            self._journals = [snapshot.journals[kind] for kind in self._kinds]
+            self._marks = [journal.count for journal in self._journals]
+            return None
+        parts = []
+        marks = self._marks
+        for i, journal in enumerate(self._journals):
+            if journal.count != marks[i]:
+                part = journal.since(marks[i])
+                marks[i] = journal.count
+                if part is None:
+                    self._marks = [journal.count for journal in self._journals]
+                    return None
+                parts.append(part)
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else _NO_ROWS
+
+
+_NO_ROWS: IntArray = np.zeros(0, dtype=np.int64)
+
+
 class Snapshot:
     """All nodes of one scheduling domain (a cluster shard), as numpy columns."""
 
@@ -199,6 +287,8 @@ class Snapshot:
         self.pods_on_row: list[set[str]] = []
         self.label_counters: dict[tuple[str, ...], LabelCounter] = {}
         self._usage: NodeUsage | None = None
+        self.journals = {kind: _Journal() for kind in CHANGES}
+        """Rows changed, by kind of change (`RowCursor` reads them)."""
 
     @property
     def usage(self) -> NodeUsage:
@@ -213,6 +303,18 @@ class Snapshot:
     @property
     def has_usage(self) -> bool:
         return self._usage is not None
+
+    # ------------------------------------------------------------------------------ change journal
+
+    def row_changed(self, row: int, kind: str) -> None:
+        """Record that something plugins may derive from the row changed (`kind`, of `CHANGES`). `version`
+        cannot serve: preemption's what-ifs put it back."""
+        self.journals[kind].add(row)
+
+    def all_changed(self) -> None:
+        """Every row may read differently now (a resource column or measured load appeared)."""
+        for journal in self.journals.values():
+            journal.reset()
 
     # ------------------------------------------------------------------------------------ shape
 
@@ -288,6 +390,7 @@ class Snapshot:
         self.requested = _add_column(self.requested)
         self.free = _add_column(self.free)
         self.limits = _add_column(self.limits)
+        self.all_changed()
         # Pods assumed before the column existed did not request the resource, so they stay correct.
         return column
 
@@ -328,6 +431,7 @@ class Snapshot:
         self._set_taints(row, spec)
         self.specs[row] = spec
         self.version[row] += 1
+        self.row_changed(row, NODES)
         return row
 
     def set_unschedulable(self, name: str, value: bool) -> None:
@@ -337,6 +441,7 @@ class Snapshot:
         self.specs[row] = spec.model_copy(update={"unschedulable": value})
         self.unschedulable[row] = value
         self.version[row] += 1
+        self.row_changed(row, NODES)
 
     def remove_node(self, name: str) -> list[str]:
         """Drop a node; returns the uids of the pods that were on it (they are forgotten too)."""
@@ -356,6 +461,7 @@ class Snapshot:
         self.capacity[row] = 0
         self.unschedulable[row] = False
         self.version[row] += 1
+        self.row_changed(row, NODES)
         if self._usage is not None:
             self._usage.clear_row(row)
         self._free.append(row)
@@ -473,6 +579,7 @@ class Snapshot:
         for counter in self.label_counters.values():
             counter.add(info.pod.labels, row, sign)
         self.version[row] += 1
+        self.row_changed(row, PODS)
 
     def assume(self, info: PodInfo, row: int, *, bound: bool = False, at: float = -math.inf) -> PodRecord:
         """Account the pod on `row` at once (kube-scheduler's assume cache); `bind` confirms it later. `at`
@@ -521,6 +628,7 @@ class Snapshot:
         self.nonzero[row, 1] += requested.get("memory", 0)
         self.pod_count[row] += pods
         self.version[row] += 1
+        self.row_changed(row, PODS)
 
     def label_counter(self, keys: tuple[str, ...]) -> LabelCounter:
         """Pod counts per row by the values of `keys`, built once from the current pods, then incremental."""

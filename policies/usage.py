@@ -11,6 +11,9 @@ measurement of the row recomputes that row from its pending pods and prunes the 
 - Portrait side (SPEC 3.2): hour h of a pod counts until the node has a sample of hour h taken after it.
 
 A `Snapshot` creates this on first use (`Snapshot.usage`), so profiles that never read load pay nothing.
+Every change to a row is recorded in the snapshot's change journal (`MEASURED`: a new measurement,
+`PLACED`: a pod placed since), so plugins can keep what they derive per row and recompute only the rows that
+changed (`RowCursor`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from policies.snapshot import MEASURED, PLACED
 from portraits.assume import PodLoad, pod_load, uncovered_hours
 from portraits.hourly import DEFAULT_METRICS, DEFAULT_Z, HOURS, Portrait
 
@@ -35,6 +39,7 @@ __all__ = [
     "WINDOW_METRICS",
     "NodeUsage",
     "PendingPod",
+    "by_metric",
     "metric_scale",
     "pod_amounts",
     "unknown_metric",
@@ -61,6 +66,10 @@ def metric_scale(metric: str) -> float:
     return _CPU_SCALE if metric == "cpu" else 1.0
 
 
+_ALL_GAPS: Final = (True,) * len(PORTRAIT_METRICS)
+_HOURS: Final = np.arange(HOURS)
+_METRIC_INDEX: Final = np.arange(len(PORTRAIT_METRICS))
+
 _LOAD_CACHE: Final = 4096
 """Pod load estimates kept (a few KiB each): a cluster's live workloads, cold starts by request shape."""
 
@@ -79,10 +88,17 @@ def pod_amounts(pod: PodRequest, metrics: tuple[str, ...]) -> FloatArray:
     return np.array([requests.get(m, 0) / metric_scale(m) for m in metrics])
 
 
-def _metric_major(rows: int, metrics: int) -> FloatArray:
-    """A zero (rows, HOURS, metrics) array laid out metric by metric, so that one metric's hours of any row
-    (what the portrait plugins gather per candidate) are contiguous."""
-    view: FloatArray = np.zeros((metrics, rows, HOURS)).transpose(1, 2, 0)
+def _metric_major(shape: tuple[int, ...], dtype: type[np.generic] = np.float64, fill: float = 0.0) -> Any:
+    """An array of `shape` (rows, ..., metrics) laid out metric by metric, so that one metric of every row
+    (what the portrait plugins read: all rows, or a gather of some) is contiguous."""
+    axes = (*range(1, len(shape)), 0)
+    return np.full((shape[-1], *shape[:-1]), fill, dtype=dtype).transpose(axes)
+
+
+def by_metric(array: FloatArray) -> FloatArray:
+    """A (rows, HOURS, metrics) array of `NodeUsage` as (metrics, rows, HOURS): a contiguous view, so that
+    `[metric].take(rows, axis=0)` gathers rows' hours in one block each."""
+    view: FloatArray = array.transpose(2, 0, 1)
     return view
 
 
@@ -129,23 +145,34 @@ class NodeUsage:
         self.portrait_var = np.zeros((rows, HOURS, metrics))
         self.portrait_has = np.zeros((rows, metrics), dtype=np.bool_)
         self.seen = np.full((rows, HOURS), -np.inf)
-        self.base_mean = _metric_major(rows, metrics)
-        self.base_var = _metric_major(rows, metrics)
+        self.base_mean = _metric_major((rows, HOURS, metrics))
+        self.base_var = _metric_major((rows, HOURS, metrics))
         """Portrait plus pending pods: AssumePodOnNode's node side, per hour."""
-        self.cap_max = np.zeros((rows, metrics))
+        self.cap_max = _metric_major((rows, metrics))
         """max over hours of base μ + z·σ: an upper bound that lets the portrait filter skip most rows."""
-        self.peak = np.zeros((rows, metrics))
+        self.peak = _metric_major((rows, metrics))
         """max over hours of base μ (PeakReference)."""
-        self.version = np.zeros(rows, dtype=np.int64)
-        """Bumped whenever the row's base changes, so plugins can cache what they derive from a row's base
-        (together with the snapshot's own row version, which covers allocatable)."""
+        self.below_peak = _metric_major((rows, metrics), fill=-np.inf)
+        """max of base μ over the hours before the (first) hour of `peak`, −inf when that is hour 0: with a
+        pod whose load is the same every hour, that hour stays the peak unless rounding ties an earlier
+        one."""
+        self.peak_var = _metric_major((rows, metrics))
+        """base σ² at the (first) hour of `peak`."""
         self.pending: dict[int, dict[str, PendingPod]] = {}
         self.workloads: dict[str, Portrait] = {}
         self._predicted: dict[Hashable, tuple[PredictCpu, FloatArray]] = {}
-        self._tick = 0
-        self._loads: dict[tuple[str, tuple[float, ...]], tuple[Portrait | None, PodLoad]] = {}
+        self._loads: dict[tuple[str, tuple[float | None, ...]], tuple[Portrait | None, PodLoad]] = {}
+        self._portrait_gaps: dict[str, tuple[Portrait, tuple[bool, ...]]] = {}
+        self._amounts: tuple[PodRequest | None, dict[tuple[str, ...], FloatArray]] = (None, {})
+        self._last_load: tuple[PodRequest | None, Portrait | None, PodLoad] = (
+            None,
+            None,
+            PodLoad(0.0, np.zeros((HOURS, metrics)), np.zeros((HOURS, metrics))),
+        )
         for record in snapshot.pods.values():
             self.on_assume(record)
+        # Plugins that derived values without measured load must derive them again.
+        snapshot.all_changed()
 
     # ---------------------------------------------------------------------------------- shape
 
@@ -170,14 +197,12 @@ class NodeUsage:
         self.portrait_var = grown(self.portrait_var)
         self.portrait_has = grown(self.portrait_has, False)
         self.seen = grown(self.seen, -np.inf)
-        for name in ("base_mean", "base_var"):
+        for name in ("base_mean", "base_var", "cap_max", "peak", "below_peak", "peak_var"):
             array = getattr(self, name)
-            result = _metric_major(rows, array.shape[2])
+            fill = -np.inf if name == "below_peak" else 0.0
+            result = _metric_major((rows, *array.shape[1:]), array.dtype.type, fill)
             result[:have] = array
             setattr(self, name, result)
-        self.cap_max = grown(self.cap_max)
-        self.peak = grown(self.peak)
-        self.version = grown(self.version)
         for key, (predict, sums) in self._predicted.items():
             self._predicted[key] = (predict, grown(sums))
 
@@ -239,15 +264,42 @@ class NodeUsage:
 
     # ------------------------------------------------------------------------------------ pods
 
+    def amounts(self, pod: PodRequest, metrics: tuple[str, ...]) -> FloatArray:
+        """`pod_amounts` (read-only), remembered for the last pod: several plugins ask per cycle, and
+        assume again."""
+        last, known = self._amounts
+        if last is not pod:
+            known = {}
+            self._amounts = (pod, known)
+        found = known.get(metrics)
+        if found is None:
+            found = known[metrics] = pod_amounts(pod, metrics)
+            found.setflags(write=False)
+        return found
+
     def pod_load(self, pod: PodRequest, at: float) -> PodLoad:
         """The pod's hourly load estimate: its workload's portrait, or its request (cold start).
 
-        Pods of one workload with the same requests share one estimate (read-only arrays): it is asked for
-        by several plugins per cycle and again on assume, and building it dominates a cheap cycle."""
+        Pods of one workload share one estimate (read-only arrays) when their requests agree on the metrics
+        the portrait lacks some hour of (only there does the request count): it is asked for by several
+        plugins per cycle and again on assume, and building it dominates a cheap cycle."""
         workload = pod.workload or pod.uid
         portrait = self.workloads.get(workload)
-        amounts = tuple(pod_amounts(pod, PORTRAIT_METRICS).tolist())
-        key = (workload, amounts)
+        last, last_portrait, last_load = self._last_load
+        if last is pod and last_portrait is portrait:
+            # The same pod again (the cycle's plugins, then assume).
+            return PodLoad(at, last_load.mean, last_load.var)
+        load = self._pod_load(pod, workload, portrait, at)
+        self._last_load = (pod, portrait, load)
+        return load
+
+    def _pod_load(self, pod: PodRequest, workload: str, portrait: Portrait | None, at: float) -> PodLoad:
+        requests = pod.effective_requests
+        amounts = [requests.get(metric, 0) / metric_scale(metric) for metric in PORTRAIT_METRICS]
+        key = (
+            workload,
+            tuple(a if gap else None for a, gap in zip(amounts, self._gaps(workload), strict=True)),
+        )
         cached = self._loads.get(key)
         if cached is not None and cached[0] is portrait:
             return PodLoad(at, cached[1].mean, cached[1].var)
@@ -260,6 +312,18 @@ class NodeUsage:
         self._loads[key] = (portrait, load)
         return load
 
+    def _gaps(self, workload: str) -> tuple[bool, ...]:
+        """Per metric, whether the workload's portrait lacks any hour of it (every metric without one)."""
+        portrait = self.workloads.get(workload)
+        if portrait is None:
+            return _ALL_GAPS
+        known = self._portrait_gaps.get(workload)
+        if known is None or known[0] is not portrait:
+            complete = np.all(portrait.has_data, axis=0).tolist()
+            gaps = tuple(not full for full in complete)
+            known = self._portrait_gaps[workload] = (portrait, gaps)
+        return known[1]
+
     def cycle_pod_load(self, state: dict[str, Any], pod: PodRequest, now: float) -> PodLoad:
         """`pod_load`, once per scheduling cycle: plugins share it through the cycle's state."""
         load: PodLoad | None = state.get(_POD_LOAD_STATE)
@@ -269,17 +333,24 @@ class NodeUsage:
 
     def on_assume(self, record: PodRecord) -> None:
         pod, row, at = record.info.pod, record.row, record.at
-        entry = PendingPod(pod.uid, pod, at, pod_amounts(pod, WINDOW_METRICS), self.pod_load(pod, at))
+        load = self.pod_load(pod, at)
+        entry = PendingPod(pod.uid, pod, at, self.amounts(pod, WINDOW_METRICS), load)
         self.pending.setdefault(row, {})[pod.uid] = entry
         if self._in_window(row, at):
             self.window_assumed[row] += entry.requests
             for predict, sums in self._predicted.values():
                 sums[row] += predict(pod)
         hours = uncovered_hours(self.seen[row], at)
-        if hours.any():
-            self.base_mean[row, hours] += entry.load.mean[hours]
-            self.base_var[row, hours] += entry.load.var[hours]
+        if hours.all():
+            # A pod placed after every hour's measurement (the usual case): no hour to pick.
+            self.base_mean[row] += load.mean
+            self.base_var[row] += load.var
             self._bounds(row)
+        elif hours.any():
+            self.base_mean[row, hours] += load.mean[hours]
+            self.base_var[row, hours] += load.var[hours]
+            self._bounds(row)
+        self.snapshot.row_changed(row, PLACED)
 
     def on_forget(self, record: PodRecord) -> None:
         pending = self.pending.get(record.row)
@@ -334,13 +405,15 @@ class NodeUsage:
         self.base_mean[row] = mean
         self.base_var[row] = var
         self._bounds(row)
+        self.snapshot.row_changed(row, MEASURED)
 
     def _bounds(self, row: int) -> None:
-        self._tick += 1
-        self.version[row] = self._tick
         mean, var = self.base_mean[row], self.base_var[row]
         self.cap_max[row] = (mean + self.z * np.sqrt(np.maximum(var, 0.0))).max(axis=0)
-        self.peak[row] = mean.max(axis=0)
+        hour = mean.argmax(axis=0)
+        self.peak[row] = mean[hour, _METRIC_INDEX]
+        self.below_peak[row] = np.where(_HOURS[:, None] < hour, mean, -np.inf).max(axis=0)
+        self.peak_var[row] = var[hour, _METRIC_INDEX]
 
     def nbytes(self) -> int:
         arrays: list[npt.NDArray[np.generic]] = [
@@ -359,6 +432,7 @@ class NodeUsage:
             self.base_var,
             self.cap_max,
             self.peak,
-            self.version,
+            self.below_peak,
+            self.peak_var,
         ]
         return sum(int(a.nbytes) for a in arrays) + sum(int(s.nbytes) for _, s in self._predicted.values())

@@ -10,11 +10,16 @@ import numpy as np
 import pytest
 
 from policies.explain import NodeState, build_scheduler, to_portrait
-from policies.framework.profile import ProfileSet, parse_profile
-from policies.plugins.loadaware.common import min_max, round_half_away
+from policies.framework.contract import CycleContext
+from policies.framework.profile import Profile, ProfileSet, parse_profile
+from policies.plugins.loadaware.common import min_max, round_half_away, round_half_away_scalar
 from policies.plugins.loadaware.globalvariance import variance_increase
 from policies.plugins.portrait.balance import gaussian_score
-from policies.scheduler import Explanation
+from policies.scheduler import Explanation, Scheduler
+from policies.snapshot import Snapshot
+from policies.usage import PORTRAIT_METRICS, NodeUsage
+from portraits.hourly import HOURS, Portrait
+from schemas.node import NodeSpec
 from schemas.pod import PodRequest
 
 GIB = 1024**3
@@ -395,3 +400,176 @@ def test_replacing_the_profile_swaps_portrait_targets_at_run_time() -> None:
     profiles.replace(parse_profile(profile(0.25)))
     scores = scheduler.explain(pod, profile_name="portrait").to_json()["scores"]["ResourceBalanceOnPortrait"]
     assert scores == {"half": 0, "empty": 100}
+
+
+# ------------------------------------------------------------------------- per-row caches stay exact
+
+
+@pytest.mark.parametrize("values", [[2.5, -2.5, 3.5, -3.5, 0.5, -0.5, 0.0, -0.0, 1e15 + 0.5, 7.25, -7.75]])
+def test_round_half_away_agrees_with_the_floor_formula_on_arrays_and_scalars(values: list[float]) -> None:
+    rng = np.random.default_rng(3)
+    x = np.concatenate([values, rng.uniform(-200, 200, 2000), rng.integers(-200, 200, 500) + 0.5])
+
+    def reference(v: np.ndarray) -> np.ndarray:
+        magnitude = np.abs(v)
+        whole = np.floor(magnitude)
+        return (np.sign(v) * (whole + (magnitude - whole >= 0.5))).astype(np.int64)
+
+    assert (round_half_away(x) == reference(x)).all()
+    assert [round_half_away_scalar(float(v)) for v in x] == reference(x).tolist()
+    assert round_half_away(2.5) == 3 and round_half_away(np.array([[0.5, -1.5]])).tolist() == [[1, -2]]
+
+
+def _portrait(rng: np.random.Generator, level: np.ndarray, gaps: bool = False) -> Portrait:
+    mean = level * rng.uniform(0.7, 1.3, (HOURS, len(PORTRAIT_METRICS)))
+    has = np.ones((HOURS, len(PORTRAIT_METRICS)), dtype=np.bool_)
+    if gaps:
+        has[rng.random(HOURS) < 0.5, 4:] = False
+    return Portrait(PORTRAIT_METRICS, np.where(has, mean, 0.0), np.where(has, mean * 0.2, 0.0), has)
+
+
+def _spec(rng: np.random.Generator, name: str) -> NodeSpec:
+    cores = int(rng.choice([4, 8, 16]))
+    size = {"cpu": f"{cores}", "memory": cores * 4 * GIB, "pods": 110}
+    allocatable = size | {"cpu": f"{cores * 1000 - int(rng.integers(0, 300))}m"}
+    return NodeSpec.model_validate({"name": name, "capacity": size, "allocatable": allocatable})
+
+
+def _measure(usage: NodeUsage, rng: np.random.Generator, row: int, cores: float, now: float) -> None:
+    """A window (now and then without memory, or without any data) and a portrait for the row."""
+    memory = cores * 4 * GIB
+    stats = {
+        "cpu": (cores * rng.uniform(0.1, 0.8), cores * 0.1),
+        "memory": (memory * rng.uniform(0.1, 0.8), 0.0),
+    }
+    roll = rng.random()
+    if roll < 0.15:
+        stats = {}
+    elif roll < 0.3:
+        del stats["memory"]
+    usage.set_window(row, stats, end=now)
+    level = np.array([cores * 0.5, memory * 0.5, 1e8, 1e11, 1.0, 1.0])
+    usage.set_node_portrait(row, _portrait(rng, level, gaps=rng.random() < 0.3), seen=np.full(HOURS, now))
+
+
+def _outputs(profile: Profile, snapshot: Snapshot, pod: PodRequest, now: float) -> list[Any]:
+    """Every filter's mask and every scorer's scores for the pod, on every row."""
+    info = snapshot.pod_info(pod)
+    ctx = CycleContext(pod, info, snapshot, now)
+    masks = [plugin.filter(ctx, slice(0, snapshot.rows)) for plugin in profile.filter]
+    nodes = snapshot.live_rows()
+    scores = [plugin.score(CycleContext(pod, info, snapshot, now), nodes) for plugin, _ in profile.score]
+    return [None if mask is None else mask.tolist() for mask in masks] + [s.tolist() for s in scores]
+
+
+@pytest.mark.parametrize(
+    ("journal", "few_rows"),
+    [(None, None), (None, 0), (4, None), (1, None)],
+    ids=["journal", "no-scalar-rows", "short-journal", "no-journal"],
+)
+def test_plugins_that_keep_per_row_values_score_as_fresh_ones_after_every_kind_of_change(
+    journal: int | None, few_rows: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import policies.plugins.loadaware.common
+    import policies.snapshot
+
+    if journal is not None:  # a journal too short to tell: readers recompute every row
+        monkeypatch.setattr(policies.snapshot, "_JOURNAL", journal)
+    if few_rows is not None:  # changed rows derived as arrays, never one by one on scalars
+        monkeypatch.setattr(policies.plugins.loadaware.common, "_FEW_ROWS", few_rows)
+    rng = np.random.default_rng(11)
+    scheduler = Scheduler(ProfileSet.builtin())
+    names = [f"n{i}" for i in range(12)]
+    for name in names:
+        scheduler.upsert_node(_spec(rng, name))
+    snapshot = scheduler.snapshot
+    usage = snapshot.usage
+    for workload in ("web", "db"):
+        usage.set_workload_portrait(workload, _portrait(rng, np.array([0.8, 2e9, 1e7, 1e9, 0.5, 0.5])))
+    for name in names:
+        _measure(usage, rng, snapshot.row_of(name), 8.0, 0.0)
+    probes = [
+        PodRequest.model_validate({"uid": "probe-web", "workload": "web", "requests": {"cpu": "1"}}),
+        PodRequest.model_validate({"uid": "probe-cold", "requests": {"cpu": "1500m", "memory": GIB}}),
+    ]
+    placed: list[str] = []
+    now = 1.0
+    for step in range(96):
+        now += 1.0
+        event = step % 8
+        if event in (0, 1, 2):
+            requests = {"cpu": f"{int(rng.integers(100, 2000))}m", "memory": int(rng.integers(1, 4)) * GIB}
+            if step == 50:
+                requests["example.com/widget"] = 0  # a resource column appears
+            pod = PodRequest.model_validate(
+                {
+                    "uid": f"p{step}",
+                    "workload": ["web", "db", None][step % 3],
+                    "scheduler_name": ["trimaran", "portrait", "balanced"][step % 3],
+                    "requests": requests,
+                }
+            )
+            scheduler.add_pod(pod, now)
+            scheduler.schedule(now)
+            if pod.uid in snapshot.pods:
+                placed.append(pod.uid)
+        elif event == 3:
+            _measure(usage, rng, snapshot.row_of(names[int(rng.integers(len(names)))]), 8.0, now)
+        elif event == 4:
+            scheduler.upsert_node(_spec(rng, names[int(rng.integers(len(names)))]))
+        elif event == 5 and placed:
+            scheduler.delete_pod(placed.pop(0), now)
+        elif event == 6:
+            scheduler.set_unschedulable(names[int(rng.integers(len(names)))], bool(step % 16 == 6))
+        elif event == 7:
+            if step % 16 == 7:  # a node leaves and the next one takes its row
+                scheduler.remove_node(names.pop(0), now)
+            name = f"m{step}"
+            names.append(name)
+            scheduler.upsert_node(_spec(rng, name))
+            _measure(usage, rng, snapshot.row_of(name), 8.0, now)
+        for profile in ("trimaran", "portrait", "balanced"):
+            kept = scheduler.profiles.get(profile)
+            fresh = ProfileSet.builtin().get(profile)
+            assert kept is not None and fresh is not None
+            for probe in probes:
+                assert _outputs(kept, snapshot, probe, now) == _outputs(fresh, snapshot, probe, now), (
+                    step,
+                    profile,
+                )
+
+
+def test_global_variance_keeps_requested_utilisation_exact_without_measured_load() -> None:
+    profile = only("GlobalVarianceMin", "score")
+    scheduler = Scheduler(ProfileSet([parse_profile(profile)]))
+    rng = np.random.default_rng(5)
+    for i in range(8):
+        scheduler.upsert_node(_spec(rng, f"n{i}"))
+    snapshot = scheduler.snapshot
+    probe = PodRequest.model_validate({"uid": "probe", "requests": {"cpu": "700m", "memory": GIB}})
+    for step in range(20):
+        pod = PodRequest.model_validate(
+            {"uid": f"p{step}", "scheduler_name": "test", "requests": {"cpu": f"{100 * (step % 7 + 1)}m"}}
+        )
+        scheduler.add_pod(pod, 0.0)
+        scheduler.schedule(0.0)
+        if step % 5 == 4:
+            scheduler.delete_pod(f"p{step - 2}", 0.0)
+        kept, fresh = scheduler.profiles.get("test"), ProfileSet([parse_profile(profile)]).get("test")
+        assert kept is not None and fresh is not None
+        assert _outputs(kept, snapshot, probe, 0.0) == _outputs(fresh, snapshot, probe, 0.0), step
+    assert not snapshot.has_usage
+
+
+def test_a_pod_with_the_same_load_every_hour_keeps_the_first_peak_hour_after_rounding() -> None:
+    # Hour 1 is higher by one ulp; with 3 cores added both round to 4.0, so hour 0 is the peak hour.
+    tie = [[0.5, 0.0]] * 24
+    tie[0], tie[1] = [1.0, 0.5], [float(np.nextafter(1.0, 2.0)), 0.1]
+    nodes = [
+        node("tie", cpu="8", portrait={"cpu": tie}),
+        node("plain", cpu="8", portrait={"cpu": [[0.5, 0.2]] + [[0.5, 0.0]] * 23}),
+    ]
+    profile = only("ResourceBalanceOnPortrait", "score", {"resources": [{"name": "cpu", "target": 0.6}]})
+    result = explain(nodes, {"requests": {"cpu": "3"}}, profile)
+    # At hour 0 the tie node scores Φ(1.6) against the plain node's Φ(6.5); at hour 1 it would score Φ(8).
+    assert result.scores["ResourceBalanceOnPortrait"] == {"tie": 0, "plain": 100}

@@ -10,15 +10,16 @@ Var_j − Var = (2·δ_j·(u_j − ū) + δ_j²·(1 − 1/n)) / n, so nothing is
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import Field, field_validator
 
-from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray, Nodes
-from policies.plugins.loadaware.common import min_max, round_half_away
+from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
+from policies.plugins.loadaware.common import Rows, RowTable, min_max, pick, round_half_away
 from policies.plugins.noderesources.common import StrictArgs
+from policies.snapshot import MEASURED, NODES, PLACED, PODS, Snapshot
 from policies.usage import WINDOW_METRICS, metric_scale, unknown_metric
 
 __all__ = ["NAME", "Args", "GlobalVarianceMin", "new", "variance_increase"]
@@ -59,50 +60,93 @@ def variance_increase(all_utilization: FloatArray, utilization: FloatArray, delt
     return increase
 
 
+def _increase_into(mean: float, n: int, mine: FloatArray, delta: FloatArray) -> FloatArray:
+    """`variance_increase` in the same order of operations, reusing `mine` and `delta` for the result."""
+    mine -= mean
+    square = delta * delta
+    square *= 1.0 - 1.0 / n
+    delta *= 2.0
+    delta *= mine
+    delta += square
+    delta /= n
+    return delta
+
+
 class GlobalVarianceMin:
     name = NAME
 
     def __init__(self, args: Args) -> None:
         self.resources = [(r.name, WINDOW_METRICS.index(r.name), r.weight) for r in args.resources]
+        # Utilisation changes on the row a pod is placed on, allocatable only with the node.
+        self._load = RowTable(self._utilization, NODES, PODS, MEASURED, PLACED)
+        self._nodes = RowTable(self._allocatable, NODES)
+        self._plain: list[bool] = []
+        """Per resource, whether every row has an allocatable amount of it."""
 
-    def utilization(self, ctx: CycleContext, rows: Nodes, name: str, window: int) -> FloatArray:
-        snapshot = ctx.snapshot
-        column = snapshot.column[name]
-        allocatable = snapshot.allocatable[rows, column] / metric_scale(name)
-        requested = snapshot.requested[rows, column] / metric_scale(name)
-        if snapshot.has_usage:
-            usage = snapshot.usage
-            measured = usage.window_mean[rows, window] + usage.window_assumed[rows, window]
-            load = np.where(usage.window_has[rows, window], measured, requested)
-        else:
-            load = requested
-        result: FloatArray = np.where(
-            allocatable > 0, load / np.where(allocatable > 0, allocatable, 1.0), 0.0
-        )
-        return result
+    def _utilization(self, snapshot: Snapshot, rows: Rows) -> tuple[Any, ...]:
+        """Per resource, each row's utilisation: measured load (window mean + pods placed since) where the
+        row has window data, else requested, over allocatable."""
+        result = []
+        for name, window, _ in self.resources:
+            column = snapshot.column.get(name)
+            if column is None:
+                result.append(np.zeros(snapshot.rows)[rows])  # scored as absent; its arrival redoes every row
+                continue
+            allocatable = snapshot.allocatable[rows, column] / metric_scale(name)
+            requested = snapshot.requested[rows, column] / metric_scale(name)
+            if snapshot.has_usage:
+                usage = snapshot.usage
+                measured = usage.window_mean[rows, window] + usage.window_assumed[rows, window]
+                load = pick(usage.window_has[rows, window], measured, requested)
+            else:
+                load = requested
+            positive = allocatable > 0
+            result.append(pick(positive, load / pick(positive, allocatable, 1.0), 0.0))
+        return tuple(result)
+
+    def _allocatable(self, snapshot: Snapshot, rows: Rows) -> tuple[Any, ...]:
+        """Per resource, each row's allocatable in the metric's units (1 where there is none)."""
+        result = []
+        for name, _, _ in self.resources:
+            column = snapshot.column.get(name)
+            allocatable = (
+                np.zeros(snapshot.rows)[rows]
+                if column is None
+                else snapshot.allocatable[rows, column] / metric_scale(name)
+            )
+            result.append(pick(allocatable > 0, allocatable, 1.0))
+        return tuple(result)
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
         snapshot, info = ctx.snapshot, ctx.info
-        live = snapshot.live_rows()
+        self._load.refresh(snapshot)
+        if self._nodes.refresh(snapshot):
+            every_row = slice(0, snapshot.rows)
+            self._plain = [
+                name in snapshot.column
+                and bool((snapshot.allocatable[every_row, snapshot.column[name]] > 0).all())
+                for name, _, _ in self.resources
+            ]
+        # Rows of removed nodes stay out of the variance.
+        live = None if snapshot.size == snapshot.rows else snapshot.live_rows()
         total = np.zeros(len(nodes))
-        for name, window, weight in self.resources:
+        for i, (name, _, weight) in enumerate(self.resources):
             column = snapshot.column.get(name)
             if column is None:
                 continue
-            # Once over every row (views, nothing gathered), then the live rows and the candidates: the same
-            # per-row values as computing each set on its own.
-            every_row = self.utilization(ctx, slice(0, snapshot.rows), name, window)
-            everyone, mine = every_row[live], every_row[nodes]
+            utilization, allocatable = self._load.columns[i], self._nodes.columns[i]
+            everyone = utilization if live is None else utilization[live]
+            if len(everyone) == 0:
+                continue
             request = {"cpu": info.nonzero_cpu, "memory": info.nonzero_memory}.get(
                 name, int(info.vector[column]) if column < len(info.vector) else 0
             )
-            allocatable = snapshot.allocatable[nodes, column] / metric_scale(name)
-            delta = np.where(
-                allocatable > 0,
-                request / metric_scale(name) / np.where(allocatable > 0, allocatable, 1.0),
-                0.0,
-            )
-            total += weight * variance_increase(everyone, mine, delta)
+            delta = request / metric_scale(name) / allocatable[nodes]
+            if not self._plain[i]:
+                positive = snapshot.allocatable[nodes, column] > 0
+                delta = np.where(positive, delta, 0.0)
+            mean = float(everyone.mean())
+            total += weight * _increase_into(mean, len(everyone), utilization[nodes], delta)
         return round_half_away(MAX_NODE_SCORE * (1.0 - min_max(total)))
 
 

@@ -4,14 +4,16 @@ threshold share of its allocatable. A node without window data for a metric pass
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
+import numpy as np
 from pydantic import Field, field_validator
 
 from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes, node_rows
-from policies.plugins.loadaware.common import Check, passing, rejections
+from policies.plugins.loadaware.common import Check, Rows, RowTable, passing, rejections
 from policies.plugins.noderesources.common import StrictArgs
-from policies.usage import WINDOW_METRICS, metric_scale, pod_amounts, unknown_metric
+from policies.snapshot import MEASURED, NODES, PLACED, Snapshot
+from policies.usage import WINDOW_METRICS, metric_scale, unknown_metric
 
 __all__ = ["NAME", "Args", "LoadThresholds", "new", "over_threshold"]
 
@@ -45,21 +47,50 @@ class LoadThresholds:
         self.checks = [
             (metric, WINDOW_METRICS.index(metric), threshold) for metric, threshold in args.thresholds.items()
         ]
+        # The load changes on the row a pod is placed on; the limits only with the node or its window.
+        self._load = RowTable(self._loads, MEASURED, PLACED)
+        self._limits = RowTable(self._thresholds, NODES, MEASURED)
+        self._plain: list[bool] = []
+        """Per metric, whether every row is checked (has window data and allocatable)."""
+
+    def _loads(self, snapshot: Snapshot, rows: Rows) -> tuple[Any, ...]:
+        """Per metric, window mean plus the pods placed since."""
+        usage = snapshot.usage
+        return tuple(
+            usage.window_mean[rows, window] + usage.window_assumed[rows, window]
+            for _, window, _ in self.checks
+        )
+
+    def _thresholds(self, snapshot: Snapshot, rows: Rows) -> tuple[Any, ...]:
+        """Per metric, threshold × allocatable in the metric's units, and whether the row is checked."""
+        usage = snapshot.usage
+        result = []
+        for metric, window, threshold in self.checks:
+            column = snapshot.column.get(metric)
+            if column is None:
+                zero = np.zeros(snapshot.rows)[rows]  # skipped; its arrival redoes every row
+                result += [zero, zero > 0]
+                continue
+            allocatable = snapshot.allocatable[rows, column] / metric_scale(metric)
+            result += [threshold * allocatable, usage.window_has[rows, window] & (allocatable > 0)]
+        return tuple(result)
 
     def _over(self, ctx: CycleContext, nodes: Nodes) -> list[Check]:
         snapshot = ctx.snapshot
         if not snapshot.has_usage:
             return []
-        usage = snapshot.usage
-        request = pod_amounts(ctx.pod, WINDOW_METRICS)
+        self._load.refresh(snapshot)
+        if self._limits.refresh(snapshot):
+            self._plain = [bool(checked.all()) for checked in self._limits.columns[1::2]]
+        request = snapshot.usage.amounts(ctx.pod, WINDOW_METRICS)
         result = []
-        for metric, window, threshold in self.checks:
-            column = snapshot.column.get(metric)
-            if column is None:
+        for i, (metric, window, threshold) in enumerate(self.checks):
+            if metric not in snapshot.column:
                 continue
-            allocatable = snapshot.allocatable[nodes, column] / metric_scale(metric)
-            load = usage.window_mean[nodes, window] + usage.window_assumed[nodes, window] + request[window]
-            over = usage.window_has[nodes, window] & (allocatable > 0) & (load > threshold * allocatable)
+            limit, checked = self._limits.columns[2 * i : 2 * i + 2]
+            over = self._load.columns[i][nodes] + request[window] > limit[nodes]
+            if not self._plain[i]:
+                over &= checked[nodes]
             result.append((over_threshold(metric, threshold), over))
         return result
 

@@ -9,15 +9,16 @@ S = min(μ + σ', 1) with μ = (mean + request)/allocatable, U = (1 − S)·100.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
 from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
-from policies.plugins.loadaware.common import round_half_away
+from policies.plugins.loadaware.common import Rows, RowTable, round_half_away
 from policies.plugins.noderesources.common import StrictArgs
+from policies.snapshot import MEASURED, NODES, Snapshot
 from policies.usage import metric_scale
 
 __all__ = ["NAME", "Args", "LoadVariationRiskBalancing", "new"]
@@ -37,6 +38,10 @@ class Args(StrictArgs):
     variant: Literal["upstream", "kep"] = "upstream"
 
 
+_COLUMNS = 5
+"""Per resource, the columns of `LoadVariationRiskBalancing._rows`."""
+
+
 class LoadVariationRiskBalancing:
     name = NAME
 
@@ -44,37 +49,70 @@ class LoadVariationRiskBalancing:
         self.margin = args.safe_variance_margin
         self.sensitivity = args.safe_variance_sensitivity
         self.variant = args.variant
-
-    def _resource_score(
-        self, ctx: CycleContext, nodes: IntArray, resource: str, window: int, scale: float
-    ) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-        snapshot, usage = ctx.snapshot, ctx.snapshot.usage
-        column = snapshot.column[resource]
-        capacity = snapshot.allocatable[nodes, column].astype(np.float64)
-        request = float(ctx.info.vector[column]) if column < len(ctx.info.vector) else 0.0
-        has = usage.window_has[nodes, window]
-        positive = capacity > 0
-        safe = np.where(positive, capacity, 1.0)
-        used = np.clip(usage.window_mean[nodes, window] * scale, 0.0, capacity)
-        deviation = np.clip(usage.window_std[nodes, window] * scale, 0.0, capacity)
-        mu = (used + max(request, 0.0)) / safe
-        sigma = np.clip(deviation / safe, 0.0, 1.0)
         with np.errstate(divide="ignore"):
-            exponent = 1.0 / self.sensitivity if self.sensitivity > 0 else np.inf
-        sigma = np.clip(np.power(sigma, exponent) * self.margin, 0.0, 1.0)
+            self.exponent = 1.0 / self.sensitivity if self.sensitivity > 0 else np.inf
+        # Everything but the pod's request changes only with the node or its window. np.power: arrays only.
+        self._rows = RowTable(self._derive, NODES, MEASURED, scalar=False)
+        self._plain = False
+        """Every row scores on both resources (so a node's score is the smaller of the two)."""
+
+    def _derive(self, snapshot: Snapshot, rows: Rows) -> tuple[Any, ...]:
+        """Per resource: the window mean clamped to [0, allocatable]; allocatable (1 where there is none);
+        σ' = clamp(margin·clamp(std/allocatable, 0, 1)^(1/sensitivity), 0, 1); whether the row has window
+        data; and whether its score counts (window data and allocatable, else it is 0)."""
+        usage = snapshot.usage
+        result = []
+        for resource, window, scale in _RESOURCES:
+            capacity = snapshot.allocatable[rows, snapshot.column[resource]].astype(np.float64)
+            positive = capacity > 0
+            safe = np.where(positive, capacity, 1.0)
+            used = np.clip(usage.window_mean[rows, window] * scale, 0.0, capacity)
+            deviation = np.clip(usage.window_std[rows, window] * scale, 0.0, capacity)
+            sigma = np.clip(deviation / safe, 0.0, 1.0)
+            sigma = np.clip(np.power(sigma, self.exponent) * self.margin, 0.0, 1.0)
+            has = usage.window_has[rows, window]
+            result += [used, safe, sigma, has, has & positive]
+        return tuple(result)
+
+    def _resource_score(self, resource: int, nodes: IntArray, request: float) -> FloatArray:
+        """The resource's score on the nodes, before `kept` applies."""
+        used, safe, sigma = self._rows.columns[resource * _COLUMNS : resource * _COLUMNS + 3]
+        mu = used[nodes]
+        mu += max(request, 0.0)
+        mu /= safe[nodes]
         if self.variant == "kep":
-            score = (1.0 - np.minimum(mu + sigma, 1.0)) * MAX_NODE_SCORE
+            mu += sigma[nodes]
+            np.minimum(mu, 1.0, out=mu)
         else:
-            risk = (np.clip(mu, 0.0, 1.0) + sigma) / 2.0
-            score = (1.0 - risk) * MAX_NODE_SCORE
-        return np.where(positive, score, 0.0), has
+            np.clip(mu, 0.0, 1.0, out=mu)
+            mu += sigma[nodes]
+            mu /= 2.0
+        score: FloatArray = np.subtract(1.0, mu, out=mu)
+        score *= MAX_NODE_SCORE
+        return score
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
-        cpu, cpu_ok = self._resource_score(ctx, nodes, *_RESOURCES[0])
-        memory, memory_ok = self._resource_score(ctx, nodes, *_RESOURCES[1])
-        cpu = np.where(cpu_ok, cpu, 0.0)
-        memory = np.where(memory_ok, memory, 0.0)
-        total = np.where(cpu_ok & memory_ok, np.minimum(cpu, memory), np.maximum(cpu, memory))
+        snapshot, vector = ctx.snapshot, ctx.info.vector
+        if self._rows.refresh(snapshot):
+            columns = self._rows.columns
+            self._plain = bool((columns[_COLUMNS - 1] & columns[2 * _COLUMNS - 1]).all())
+        scores = []
+        for i, (resource, _, _) in enumerate(_RESOURCES):
+            column = snapshot.column[resource]
+            request = float(vector[column]) if column < len(vector) else 0.0
+            scores.append(self._resource_score(i, nodes, request))
+        cpu, memory = scores
+        if self._plain:
+            return round_half_away(np.minimum(cpu, memory))
+        # Upstream scores a resource without window data (or allocatable) 0, and takes the larger of the two
+        # when only one has data.
+        columns = self._rows.columns
+        cpu_has, cpu_kept = columns[3:_COLUMNS]
+        memory_has, memory_kept = columns[_COLUMNS + 3 : 2 * _COLUMNS]
+        cpu = np.where(cpu_kept[nodes], cpu, 0.0)
+        memory = np.where(memory_kept[nodes], memory, 0.0)
+        both = cpu_has[nodes] & memory_has[nodes]
+        total = np.where(both, np.minimum(cpu, memory), np.maximum(cpu, memory))
         return round_half_away(total)
 
 

@@ -8,14 +8,21 @@ X < U ≤ 100 → round(X·(100 − U)/(100 − X)); U > 100 → 0; no window da
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field, field_validator
 
 from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
-from policies.plugins.loadaware.common import round_half_away
+from policies.plugins.loadaware.common import (
+    Rows,
+    RowTable,
+    pick,
+    round_half_away,
+    round_half_away_scalar,
+)
 from policies.plugins.noderesources.common import StrictArgs
+from policies.snapshot import MEASURED, NODES, Snapshot
 from policies.usage import metric_scale
 from schemas.pod import PodRequest
 from schemas.quantity import ResourceList, Resources, parse_quantity
@@ -55,7 +62,7 @@ def predict_cpu(pod: PodRequest, default_millis: int, multiplier: float) -> int:
         if "cpu" in container.limits:
             total += container.limits["cpu"]
         elif "cpu" in container.requests:
-            total += int(round_half_away(container.requests["cpu"] * multiplier))
+            total += round_half_away_scalar(container.requests["cpu"] * multiplier)
         else:
             total += default_millis
     return total + pod.overhead.get("cpu", 0)
@@ -69,26 +76,51 @@ class TargetLoadPacking:
         self.default_millis = int(args.default_requests.get("cpu", parse_quantity("1", "cpu")))
         self.multiplier = args.default_requests_multiplier
         self._key = (NAME, self.default_millis, self.multiplier)
+        self._last: tuple[PodRequest | None, float] = (None, 0.0)
+        # The window's share changes only with the node or its window; pods placed since are
+        # `NodeUsage.predicted_cpu`, kept per placement.
+        self._rows = RowTable(self._derive, NODES, MEASURED)
+        self._plain = False
+        """Every row has window data and a cpu capacity."""
 
     def _predict(self, pod: PodRequest) -> float:
-        return float(predict_cpu(pod, self.default_millis, self.multiplier))
+        # Asked for in the cycle and again when the pod is assumed.
+        last, cpu = self._last
+        if last is not pod:
+            cpu = float(predict_cpu(pod, self.default_millis, self.multiplier))
+            self._last = (pod, cpu)
+        return cpu
+
+    @staticmethod
+    def _derive(snapshot: Snapshot, rows: Rows) -> tuple[Any, ...]:
+        """The window's mean cpu in millicores; cpu capacity (1 where there is none); whether the row has
+        window data; and whether it has both window data and a capacity."""
+        capacity = snapshot.capacity[rows, snapshot.column["cpu"]].astype(np.float64)
+        has = snapshot.usage.window_has[rows, 0]
+        measured = snapshot.usage.window_mean[rows, 0] * metric_scale("cpu")
+        return measured, pick(capacity > 0, capacity, 1.0), has, has & (capacity > 0)
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
-        usage = ctx.snapshot.usage
-        cpu = ctx.snapshot.column["cpu"]
-        has = usage.window_has[nodes, 0]
-        capacity = ctx.snapshot.capacity[nodes, cpu].astype(np.float64)
-        pod_cpu = self._predict(ctx.pod)
-        assumed = usage.predicted_cpu(self._key, self._predict)[nodes]
-        used = usage.window_mean[nodes, 0] * metric_scale("cpu") + pod_cpu + assumed
-        with np.errstate(divide="ignore", invalid="ignore"):
+        snapshot = ctx.snapshot
+        if self._rows.refresh(snapshot):
+            self._plain = bool(self._rows.columns[3].all())
+        measured, capacity, has, _ = self._rows.columns
+        used = measured[nodes]
+        used += self._predict(ctx.pod)
+        used += snapshot.usage.predicted_cpu(self._key, self._predict)[nodes]
+        utilization = np.multiply(used, 100.0, out=used)
+        utilization /= capacity[nodes]
+        if not self._plain:
             # Upstream leaves U at 0 when the capacity is 0 (the node then scores X).
-            utilization = np.where(capacity > 0, 100.0 * used / np.where(capacity > 0, capacity, 1.0), 0.0)
+            positive = snapshot.capacity[nodes, snapshot.column["cpu"]] > 0
+            utilization = np.where(positive, utilization, 0.0)
         x = self.target
         below = (MAX_NODE_SCORE - x) * utilization / x + x
         above = x * (MAX_NODE_SCORE - utilization) / max(MAX_NODE_SCORE - x, 1e-300)
         raw = np.where(utilization <= x, below, np.where(utilization > MAX_NODE_SCORE, 0.0, above))
-        result: IntArray = np.where(has, round_half_away(raw), 0)
+        result = round_half_away(raw)
+        if not self._plain:
+            result = np.where(has[nodes], result, 0)
         return result
 
 
