@@ -6,16 +6,14 @@ so stdout stays free for ``-o -``. Bad rows do not fail the command; bad argumen
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from schemas.exceptions import EyrieError, InvalidInput
+from schemas.exceptions import InvalidInput
+from streams.cli_common import one_line_errors, stderr
 from streams.traces import CONVERTERS
 from streams.traces.alibaba2018 import DEFAULT_BANDWIDTH_FULL_SCALE, DEFAULT_MEMORY_FULL_SCALE
 from streams.traces.alibaba_gpu2023 import DEFAULT_PODS
@@ -23,14 +21,9 @@ from streams.traces.bitbrains import DEFAULT_NODE
 
 __all__ = ["trace_app"]
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
 trace_app = typer.Typer(
     help="Convert public cluster traces into event logs.", no_args_is_help=True, add_completion=False
 )
-
-_stderr = Console(stderr=True)
 
 # Which kind each kind-specific option belongs to: giving it to another kind is a mistake worth a message.
 _OPTION_KIND = {
@@ -48,33 +41,20 @@ def _trace() -> None:
     # A callback keeps `convert` a subcommand: Typer would otherwise collapse a one-command app into it.
 
 
-def _one_line_errors(command: Callable[P, R]) -> Callable[P, R]:
-    # streams.cli imports this module to mount trace_app, so its decorator cannot be imported back here.
-    @wraps(command)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except EyrieError as exc:
-            typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
-
-
 def _progress() -> Progress:
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         DownloadColumn(),
         TimeElapsedColumn(),
-        console=_stderr,
+        console=stderr,
         transient=True,
-        disable=not _stderr.is_terminal,
+        disable=not stderr.is_terminal,
     )
 
 
 @trace_app.command("convert")
-@_one_line_errors
+@one_line_errors
 def convert(
     kind: Annotated[str, typer.Argument(help=f"Trace kind: {', '.join(CONVERTERS)}", show_default=False)],
     src: Annotated[

@@ -15,22 +15,20 @@ from typing import Any
 import orjson
 
 from schemas.eventlog import EventLogWriter
+from schemas.exceptions import InvalidInput
 from streams.client import EyrieClient
-from streams.core.ingress import TS_HEADER
+from streams.core.ingress import event_time, replay_time
 from streams.records import decode_record
 
 __all__ = ["record_topics"]
 
 
 def _event_time(value: Any, headers: Any, timestamp_ms: int | None) -> float:
-    for key, raw in headers or ():
-        if key == TS_HEADER:
-            return float(raw)
-    for name in ("ts", "created_at"):
-        ts = getattr(value, name, None)
-        if isinstance(ts, int | float):
-            return float(ts)
-    return (timestamp_ms or 0) / 1000.0
+    try:
+        replayed = replay_time(headers)
+    except InvalidInput:
+        replayed = None  # a bad replay header: the record's own time still places it
+    return replayed if replayed is not None else event_time(value, (timestamp_ms or 0) / 1000.0)
 
 
 async def record_topics(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,11 +52,6 @@ class OfflineResult:
     counters: dict[str, int] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
     """Inputs that could not apply (live, these are dead letters)."""
-
-
-def _ordered(path: str | Path) -> Iterator[tuple[int, LogEvent]]:
-    for event in read_events(path):
-        yield event.line, event
 
 
 def replay_offline(
@@ -108,7 +103,7 @@ def replay_offline(
 
     mark(session.ts)
     last_ts, count = -1.0, 0
-    for line, event in _ordered(path):
+    for event in read_events(path):
         count += 1
         if event.ts > last_ts:
             summarise()
@@ -120,10 +115,10 @@ def replay_offline(
                 summarise()
         else:
             summarise()
-            envelope = _envelope(event, line)
+            envelope = _envelope(event)
             if envelope is not None:
                 if envelope.kind is Kind.NODE:
-                    _ledger_node(ledger, envelope.value, event.ts)
+                    ledger.apply_node_event(envelope.value, event.ts)
                 handle(shard.feed(envelope))
         if on_event is not None:
             on_event()
@@ -140,19 +135,10 @@ def replay_offline(
     )
 
 
-def _ledger_node(ledger: Ledger, event: Any, now: float) -> None:
-    if event.type == "upsert":
-        ledger.upsert_node(event.node)
-    elif event.type == "delete":
-        ledger.remove_node(event.node.name, now)
-    else:
-        ledger.set_cordoned(event.node.name, event.type == "cordon")
-
-
-def _envelope(event: LogEvent, line: int) -> Envelope | None:
+def _envelope(event: LogEvent) -> Envelope | None:
     if event.topic == "config":
         return config_envelope(event.key or "", event.value, event.ts, _OFFLINE)
-    return envelope_from_model(event.value, event.ts, _OFFLINE, float(line))
+    return envelope_from_model(event.value, event.ts, _OFFLINE, float(event.line))
 
 
 @dataclass(slots=True)
@@ -205,7 +191,7 @@ async def replay_live(
         await watermark(-1.0)
         first_ts: float | None = None
         last_ts, last_mark = -1.0, time.monotonic()
-        for line, event in _ordered(path):
+        for event in read_events(path):
             first_ts = event.ts if first_ts is None else first_ts
             if speed is not None:
                 due = started + (event.ts - first_ts) / speed
@@ -223,7 +209,7 @@ async def replay_live(
                 last_mark = time.monotonic()
             last_ts = max(last_ts, event.ts)
             await client.send(
-                event.topic, event.key, _payload(event.value), headers=replay_headers(event.ts, line)
+                event.topic, event.key, _payload(event.value), headers=replay_headers(event.ts, event.line)
             )
             if event.topic == "pod-requests" and event.key is not None:
                 stats.published_at.setdefault(event.key, time.time())

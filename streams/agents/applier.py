@@ -54,12 +54,5 @@ def register(app: faust.App, topics: Any) -> None:
             for event in events:
                 message = event.message
                 decoded = decode_message(topics, message)
-                node_event = decoded.value
-                if not isinstance(node_event, NodeEvent):
-                    continue
-                if node_event.type == "upsert":
-                    ledger.upsert_node(node_event.node)
-                elif node_event.type == "delete":
-                    ledger.remove_node(node_event.node.name, time.time())
-                else:
-                    ledger.set_cordoned(node_event.node.name, node_event.type == "cordon")
+                if isinstance(decoded.value, NodeEvent):
+                    ledger.apply_node_event(decoded.value, time.time())

@@ -19,7 +19,7 @@ import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas.codec import encode
-from schemas.events import Binding, BindingResult
+from schemas.events import Binding, BindingResult, DeadLetter
 from schemas.exceptions import InvalidInput
 from streams.agents.common import BATCH, WITHIN_S, node_partition, send_dead_letter
 from streams.core.sequencer import (
@@ -77,6 +77,10 @@ async def _rebuild(settings: Any, partition: int, until: int) -> Shard:
     return shard
 
 
+def letter_for(message: Any, error: str) -> DeadLetter:
+    return dead_letter(message.topic, message.partition, message.offset, message.key, message.value, error)
+
+
 def register(app: faust.App, topics: Any) -> None:
     settings = topics.settings
     owned: dict[int, _Owned] = {}
@@ -129,24 +133,14 @@ def register(app: faust.App, topics: Any) -> None:
                 try:
                     envelope = decode_envelope(message.value)
                 except InvalidInput as exc:
-                    letter = dead_letter(
-                        message.topic, message.partition, message.offset, message.key, message.value, str(exc)
-                    )
-                    await send_dead_letter(topics, letter)
+                    await send_dead_letter(topics, letter_for(message, str(exc)))
                     continue
                 try:
                     outputs = current.shard.feed(envelope)
                 except Exception as exc:  # a bug must cost one envelope, not the shard's worker
                     log.exception("placement failed on %s at offset %d", envelope.kind, message.offset)
-                    letter = dead_letter(
-                        message.topic,
-                        message.partition,
-                        message.offset,
-                        message.key,
-                        message.value,
-                        f"internal error in placement: {type(exc).__name__}: {exc}",
-                    )
-                    await send_dead_letter(topics, letter)
+                    error = f"internal error in placement: {type(exc).__name__}: {exc}"
+                    await send_dead_letter(topics, letter_for(message, error))
                     continue
                 await publish(outputs)
 

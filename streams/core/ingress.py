@@ -29,8 +29,10 @@ __all__ = [
     "config_envelope",
     "envelope_from_model",
     "envelope_from_record",
+    "event_time",
     "is_watermark",
     "replay_headers",
+    "replay_time",
     "watermark_from_record",
 ]
 
@@ -57,6 +59,11 @@ def is_watermark(headers: Headers) -> bool:
     return _header(headers, CONTROL_HEADER) == WATERMARK_CONTROL
 
 
+def replay_time(headers: Headers) -> float | None:
+    """The log time a replayed record carries, None for live input; raises `InvalidInput` when bad."""
+    return _float_header(headers, TS_HEADER)
+
+
 def _float_header(headers: Headers, name: str) -> float | None:
     raw = _header(headers, name)
     if raw is None:
@@ -77,7 +84,8 @@ def watermark_from_record(value: bytes | None) -> Watermark:
         raise InvalidInput(f"watermark: not JSON: {exc}") from None
 
 
-def _event_time(value: object, fallback: float) -> float:
+def event_time(value: object, fallback: float) -> float:
+    """The time a validated input happened: its own timestamp where the model has one, else `fallback`."""
     if isinstance(value, MetricSample | PodDeleted):
         return value.ts
     if isinstance(value, NodeEvent) and value.ts is not None:
@@ -106,7 +114,7 @@ def envelope_from_record(
     try:
         if is_watermark(headers):
             return Envelope(Kind.WATERMARK, 0.0, watermark_from_record(value), source)
-        replay_ts = _float_header(headers, TS_HEADER)
+        replay_ts = replay_time(headers)
         seq = _float_header(headers, SEQ_HEADER)
     except EyrieError as exc:
         return dead_letter(topic, partition, offset, key, value, str(exc))
@@ -117,7 +125,7 @@ def envelope_from_record(
     if decoded.dead_letter is not None:
         return decoded.dead_letter
     model = decoded.value
-    ts = replay_ts if replay_ts is not None else _event_time(model, clock)
+    ts = replay_ts if replay_ts is not None else event_time(model, clock)
     envelope = envelope_from_model(model, ts, source, math.inf if seq is None else seq)
     if envelope is None and not isinstance(model, BindingResult):
         return dead_letter(

@@ -26,7 +26,7 @@ from typing import Final, Literal, TypedDict
 import orjson
 
 from schemas.events import Binding, BindingResult, BindingStatus
-from schemas.node import NodeSpec
+from schemas.node import NodeEvent, NodeSpec
 
 __all__ = [
     "PODS",
@@ -172,6 +172,15 @@ class Ledger:
             released.append(uid)
         released.sort()
         return released
+
+    def apply_node_event(self, event: NodeEvent, now: float) -> None:
+        """A node event as the applier takes it: upsert, delete, or (un)cordon."""
+        if event.type == "upsert":
+            self.upsert_node(event.node)
+        elif event.type == "delete":
+            self.remove_node(event.node.name, now)
+        else:
+            self.set_cordoned(event.node.name, event.type == "cordon")
 
     def set_cordoned(self, name: str, value: bool) -> None:
         """Record the cordon; unknown nodes are ignored.

@@ -250,9 +250,12 @@ preempted), and inputs that could not apply."""
 
 def _reason_kinds(reasons: tuple[str, ...]) -> tuple[str, ...]:
     """Reasons without kube-scheduler's node counts ("3 Insufficient cpu" → "Insufficient cpu")."""
-    return tuple(
-        sorted(r.split(" ", 1)[1] if r.split(" ", 1)[0].isdigit() and " " in r else r for r in reasons)
-    )
+    return tuple(sorted(_without_count(reason) for reason in reasons))
+
+
+def _without_count(reason: str) -> str:
+    count, _, rest = reason.partition(" ")
+    return rest if count.isdigit() and rest else reason
 
 
 class Shard:

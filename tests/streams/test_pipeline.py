@@ -367,3 +367,23 @@ def test_a_worker_killed_mid_replay_loses_no_pod_and_binds_none_twice(
         assert "rebuilt" in crashing.logs()
     finally:
         crashing.stop()
+
+
+def test_a_recorded_log_holds_every_replayed_event_once_and_replays_offline(
+    pipeline: Pipeline, replayed: dict[str, Any], tmp_path: Path
+) -> None:
+    from schemas.eventlog import EventLogWriter, read_events
+    from streams.record import record_topics
+
+    async def record() -> int:
+        async with EyrieClient(pipeline.settings, create_topics=False) as client:
+            with EventLogWriter(tmp_path / "recorded.jsonl") as writer:
+                return await record_topics(client, ["node-events", "pod-requests"], writer)
+
+    asyncio.run(record())
+    recorded = list(read_events(tmp_path / "recorded.jsonl"))  # ordered by ts, or this raises
+    original = [e for e in read_events(replayed["log"]) if e.topic in ("node-events", "pod-requests")]
+    kept = Counter((e.topic, e.key, e.ts) for e in recorded)
+    assert all(kept[(e.topic, e.key, e.ts)] == 1 for e in original)
+    result = replay_offline(tmp_path / "recorded.jsonl", pipeline.settings)
+    assert {d.uid for d in result.decisions} >= replayed["uids"]
