@@ -35,6 +35,7 @@ class Topics:
     config: Any
     sequencer: Any
     settings: Settings
+    app: faust.App
 
 
 def _topics(app: faust.App, settings: Settings) -> Topics:
@@ -59,6 +60,7 @@ def _topics(app: faust.App, settings: Settings) -> Topics:
         config=topic("config", 1),
         sequencer=topic("sequencer", settings.shards),
         settings=settings,
+        app=app,
     )
 
 

@@ -78,7 +78,8 @@ class NodeAffinity:
         return fits
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
-        return [[REASON] for _ in range(len(nodes))]
+        shared = [REASON]  # read-only, like every reason list
+        return [shared] * len(nodes)
 
 
 def new(args: None, handle: object) -> NodeAffinity:

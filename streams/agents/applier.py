@@ -18,7 +18,7 @@ from schemas.codec import encode
 from schemas.events import Binding
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted
-from streams.agents.common import BATCH, WITHIN_S, bytes_table, decode_message, send_dead_letter
+from streams.agents.common import BATCH, WITHIN_S, bytes_table, decode_message, send, send_dead_letter
 from streams.core.ledger import Ledger
 
 __all__ = ["register"]
@@ -46,7 +46,7 @@ def register(app: faust.App, topics: Any) -> None:
                     continue
                 binding: Binding = decoded.value
                 result = ledger.apply(binding, time.time())
-                await topics.binding_results.send(key=binding.uid.encode(), value=encode(result))
+                await send(topics, "binding-results", binding.uid.encode(), encode(result))
 
     @app.agent(topics.node_events, name="applier-nodes")
     async def node_events(stream: Any) -> None:

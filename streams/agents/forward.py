@@ -11,7 +11,7 @@ from typing import Any
 import faust
 
 from schemas.events import DeadLetter
-from streams.agents.common import BATCH, WITHIN_S, envelope_of, send_dead_letter, send_envelope
+from streams.agents.common import BATCH, WITHIN_S, envelope_of, send_dead_letter, send_envelopes
 
 __all__ = ["register"]
 
@@ -19,12 +19,14 @@ __all__ = ["register"]
 def register(app: faust.App, topics: Any) -> None:
     async def forward(stream: Any) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
+            envelopes = []
             for event in events:
                 result = envelope_of(topics, event.message)
                 if isinstance(result, DeadLetter):
                     await send_dead_letter(topics, result)
                 elif result is not None:
-                    await send_envelope(topics, result)
+                    envelopes.append(result)
+            await send_envelopes(topics, envelopes)
 
     for name, topic in (
         ("forward-pod-requests", topics.pod_requests),

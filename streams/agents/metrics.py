@@ -13,7 +13,7 @@ from typing import Any
 import faust
 
 from schemas.events import MetricSample
-from streams.agents.common import bytes_table, decode_message, envelope_of, send_dead_letter, send_envelope
+from streams.agents.common import bytes_table, decode_message, envelope_of, send_dead_letter, send_envelopes
 from streams.core.ingress import is_watermark
 from streams.core.metrics import MetricsCore, NodeSummary
 from streams.core.sequencer import Envelope, Kind
@@ -50,18 +50,19 @@ def register(app: faust.App, topics: Any) -> None:
     async def ingest(samples: list[MetricSample], source: str) -> None:
         if not samples:
             return
+        envelopes = []
         for summary in core.ingest(samples):
             if isinstance(summary, NodeSummary):
                 state = core.node_state(summary.node)
                 if state is not None:
                     node_states[summary.node] = state
-                envelope = Envelope(Kind.SUMMARY, summary.ts, summary, source)
+                envelopes.append(Envelope(Kind.SUMMARY, summary.ts, summary, source))
             else:
                 state = core.workload_state(summary.workload)
                 if state is not None:
                     workload_states[summary.workload] = state
-                envelope = Envelope(Kind.WORKLOAD, summary.ts, summary, source)
-            await send_envelope(topics, envelope)
+                envelopes.append(Envelope(Kind.WORKLOAD, summary.ts, summary, source))
+        await send_envelopes(topics, envelopes)
         samples.clear()
 
     @app.agent(topics.metrics, name="metrics")
@@ -76,7 +77,7 @@ def register(app: faust.App, topics: Any) -> None:
                     await ingest(pending.setdefault(message.partition, []), source)
                     mark = envelope_of(topics, message)
                     if isinstance(mark, Envelope):
-                        await send_envelope(topics, mark)
+                        await send_envelopes(topics, [mark])
                     elif mark is not None:
                         await send_dead_letter(topics, mark)
                     continue

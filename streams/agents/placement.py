@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from schemas.codec import encode
 from schemas.events import Binding, BindingResult, DeadLetter
 from schemas.exceptions import InvalidInput
-from streams.agents.common import BATCH, WITHIN_S, node_partition, send_dead_letter
+from streams.agents.common import BATCH, WITHIN_S, node_partition, send, send_dead_letter
 from streams.core.sequencer import (
     Envelope,
     Kind,
@@ -29,7 +29,7 @@ from streams.core.sequencer import (
     Refused,
     Release,
     Shard,
-    decode_envelope,
+    decode_envelopes,
     encode_envelope,
 )
 from streams.records import dead_letter
@@ -69,7 +69,9 @@ async def _rebuild(settings: Any, partition: int, until: int) -> Shard:
                 if message.offset >= until:
                     break
                 with contextlib.suppress(InvalidInput):  # dead-lettered when it was first seen
-                    shard.feed(decode_envelope(message.value))
+                    for envelope in decode_envelopes(message.value):
+                        if isinstance(envelope, Envelope):
+                            shard.feed(envelope)
             position = await consumer.position(tp)
     finally:
         await consumer.stop()
@@ -93,19 +95,13 @@ def register(app: faust.App, topics: Any) -> None:
         # deleted is never refused because the release sat in a partition read later.
         for output in outputs:
             if isinstance(output, Binding):
-                await topics.bindings.send(
-                    key=output.uid.encode(),
-                    value=encode(output),
-                    partition=node_partition(output.node, partitions),
-                )
+                partition = node_partition(output.node, partitions)
+                await send(topics, "bindings", output.uid.encode(), encode(output), partition)
             elif isinstance(output, BindingResult):
-                await topics.binding_results.send(key=output.uid.encode(), value=encode(output))
+                await send(topics, "binding-results", output.uid.encode(), encode(output))
             elif isinstance(output, Release):  # on the partition of the binding it undoes
-                await topics.bindings.send(
-                    key=output.deleted.uid.encode(),
-                    value=encode(output.deleted),
-                    partition=node_partition(output.node, partitions),
-                )
+                partition = node_partition(output.node, partitions)
+                await send(topics, "bindings", output.deleted.uid.encode(), encode(output.deleted), partition)
             elif isinstance(output, Refused):
                 source = output.envelope.source.rsplit("/", 1)
                 letter = dead_letter(
@@ -131,18 +127,22 @@ def register(app: faust.App, topics: Any) -> None:
                     )
                 current.next_offset = message.offset + 1
                 try:
-                    envelope = decode_envelope(message.value)
+                    envelopes = decode_envelopes(message.value)
                 except InvalidInput as exc:
                     await send_dead_letter(topics, letter_for(message, str(exc)))
                     continue
-                try:
-                    outputs = current.shard.feed(envelope)
-                except Exception as exc:  # a bug must cost one envelope, not the shard's worker
-                    log.exception("placement failed on %s at offset %d", envelope.kind, message.offset)
-                    error = f"internal error in placement: {type(exc).__name__}: {exc}"
-                    await send_dead_letter(topics, letter_for(message, error))
-                    continue
-                await publish(outputs)
+                for envelope in envelopes:
+                    if isinstance(envelope, InvalidInput):
+                        await send_dead_letter(topics, letter_for(message, str(envelope)))
+                        continue
+                    try:
+                        outputs = current.shard.feed(envelope)
+                    except Exception as exc:  # a bug must cost one envelope, not the shard's worker
+                        log.exception("placement failed on %s at offset %d", envelope.kind, message.offset)
+                        error = f"internal error in placement: {type(exc).__name__}: {exc}"
+                        await send_dead_letter(topics, letter_for(message, error))
+                        continue
+                    await publish(outputs)
 
     @app.timer(settings.tick_interval)  # type: ignore[untyped-decorator]
     async def tick() -> None:
@@ -152,8 +152,8 @@ def register(app: faust.App, topics: Any) -> None:
         for partition, current in list(owned.items()):
             if current.shard.reorder.session is None and current.shard.scheduler.pending:
                 envelope = Envelope(Kind.TICK, time.time(), None, "tick")
-                await topics.sequencer.send(
-                    key=f"shard-{partition}".encode(), value=encode_envelope(envelope), partition=partition
+                await send(
+                    topics, "sequencer", f"shard-{partition}".encode(), encode_envelope(envelope), partition
                 )
 
     sequencer = settings.topic("sequencer")

@@ -29,7 +29,9 @@ from streams.core.sequencer import (
     Shard,
     Watermark,
     decode_envelope,
+    decode_envelopes,
     encode_envelope,
+    encode_envelopes,
 )
 
 # ------------------------------------------------------------------------------------------- builders
@@ -242,6 +244,44 @@ def test_any_interleaving_of_the_partitions_gives_the_offline_decisions(rng: ran
 def test_an_envelope_survives_the_sequencer_topic() -> None:
     original = env(Kind.POD, 12.5, pod("a", labels={"app": "web"}), "pod-requests/2", seq=7)
     assert decode_envelope(encode_envelope(original)) == original
+
+
+def test_a_batch_of_envelopes_survives_as_one_record_in_order() -> None:
+    batch = [
+        env(Kind.NODE, 1.0, node("n1"), "node-events/0"),
+        env(Kind.POD, 2.0, pod("a"), "pod-requests/1", seq=3),
+        env(Kind.POD, 2.0, pod("b"), "pod-requests/1", seq=4),
+    ]
+    assert decode_envelopes(encode_envelopes(batch)) == batch
+
+
+def test_a_single_envelope_record_still_decodes_as_a_batch_of_one() -> None:
+    original = env(Kind.POD, 1.0, pod("a"), "pod-requests/0")
+    assert decode_envelopes(encode_envelope(original)) == [original]
+
+
+def test_a_bad_element_of_a_batch_is_refused_alone_and_the_others_still_decode() -> None:
+    good = env(Kind.POD, 1.0, pod("a"), "pod-requests/0")
+    raw = (
+        b"["
+        + encode_envelope(good)
+        + b', {"k": "teleport", "ts": 1, "v": {}}, '
+        + encode_envelope(good)
+        + b"]"
+    )
+    first, bad, last = decode_envelopes(raw)
+    assert first == good and last == good
+    assert isinstance(bad, InvalidInput) and str(bad).startswith("[1]: ") and "teleport" in str(bad)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"not json", b'"a string"', b"42"],
+    ids=["bytes that are not JSON", "a JSON string", "a JSON number"],
+)
+def test_a_sequencer_record_that_is_neither_an_envelope_nor_a_batch_is_refused(raw: bytes) -> None:
+    with pytest.raises(InvalidInput):
+        decode_envelopes(raw)
 
 
 @pytest.mark.parametrize(

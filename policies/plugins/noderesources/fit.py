@@ -167,20 +167,28 @@ class NodeResourcesFit:
         # Go's map order is random).
         columns = sorted(self._checked_columns(ctx), key=lambda c: (c >= 3, snapshot.resources[c]))
         by_usage = self._by_usage(ctx)
-        result = []
-        for row in nodes.tolist():
-            found = []
-            if snapshot.pod_count[row] + 1 > snapshot.max_pods[row]:
-                found.append(REASON_TOO_MANY_PODS)
-            for column in columns:
-                if column not in by_usage and info.vector[column] > snapshot.free[row, column]:
-                    found.append(insufficient(snapshot.resources[column]))
-            for column, pod_amount in by_usage.items():
-                used = float(self._usage_requested(ctx, np.array([row]), column)[0])
-                if used + pod_amount > snapshot.allocatable[row, column]:
-                    found.append(insufficient(snapshot.resources[column]))
-            result.append(found)
-        return result
+        # One mask per check over all rows, then one list per distinct pattern of failed checks: an
+        # unschedulable pod is judged against every node, and a loop per node cost more than placing it.
+        checks: list[tuple[str, npt.NDArray[np.bool_]]] = [
+            (REASON_TOO_MANY_PODS, snapshot.pod_count[nodes] + 1 > snapshot.max_pods[nodes])
+        ]
+        for column in columns:
+            if column not in by_usage:
+                checks.append(
+                    (
+                        insufficient(snapshot.resources[column]),
+                        info.vector[column] > snapshot.free[nodes, column],
+                    )
+                )
+        for column, pod_amount in by_usage.items():
+            used = self._usage_requested(ctx, nodes, column)
+            checks.append(
+                (
+                    insufficient(snapshot.resources[column]),
+                    used + pod_amount > snapshot.allocatable[nodes, column],
+                )
+            )
+        return _lists_by_pattern(checks, len(nodes))
 
     # ----------------------------------------------------------------------------------- score
 
@@ -257,3 +265,18 @@ def broken_linear(
 
 def new(args: Args | None, handle: object) -> NodeResourcesFit:
     return NodeResourcesFit(args or Args())
+
+
+def _lists_by_pattern(checks: list[tuple[str, npt.NDArray[np.bool_]]], count: int) -> list[list[str]]:
+    """Per row, the reasons whose mask is set, in check order. Rows with the same failures share one list
+    (callers read reasons, never change them)."""
+    if count == 0:
+        return []
+    if len(checks) > 62:  # more than an int64 of patterns: row by row
+        return [[reason for reason, mask in checks if mask[i]] for i in range(count)]
+    codes = np.zeros(count, dtype=np.int64)
+    for bit, (_, mask) in enumerate(checks):
+        codes |= mask.astype(np.int64) << bit
+    patterns, inverse = np.unique(codes, return_inverse=True)
+    lists = [[reason for bit, (reason, _) in enumerate(checks) if int(code) >> bit & 1] for code in patterns]
+    return [lists[i] for i in inverse.tolist()]

@@ -1,0 +1,520 @@
+"""Pipeline throughput and latency through a real broker: a worker and an applier, as `make demo` runs them.
+
+    python -m bench.pipeline [--nodes N] [--pods P] [--profile NAME] [--samples S] [--latency-share F]
+                             [--latency-rate R] [--partitions K] [--seed S] [--cprofile DIR]
+
+Uses the broker named by KAFKA_BOOTSTRAP_SERVERS, else starts the local one. Topics get a fresh prefix, so
+runs never see each other's records. The cluster and the pods are bench.placement's (seeded node shapes,
+zones, GPUs, taints, affinities), the nodes start empty.
+
+1. **In process** (the baseline): the placement core the worker runs (`streams.core.sequencer.Shard`) fed
+   the same node events and pods, one envelope at a time: decisions per second without Kafka.
+2. **Metrics**: `--samples` node samples are published before the worker starts, then one sentinel sample
+   per partition; the worker drains the backlog. Samples per second = samples / (time of the last
+   sentinel's summary − time of the first summary), both stamped by the worker's producer.
+3. **Throughput**: the first (1 − latency share) of the pods published flat out; pods per second = pods /
+   (last final result − first publish), a final result being `applied`, `unschedulable` or `rejected` as
+   the binding-results topic carries it (publish → placement → applier → result).
+4. **Latency**: the remaining pods published at `--latency-rate` (default: half the measured throughput);
+   per pod, publish → its final result as this process receives it; p50, p99.
+
+The worker and the applier are separate processes; the broker, they and this process share the machine's
+cores. With `--cprofile DIR`, the worker and the applier run under cProfile and write
+DIR/{worker,applier}.prof.
+
+Prints a table, then as its last line a JSON object with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from bench.placement import make_nodes, make_pod
+from policies.framework.profile import BUILTIN_PROFILES
+from schemas.codec import encode
+from schemas.node import NodeEvent, NodeSpec
+from schemas.pod import PodRequest
+from streams.broker import resolved_broker
+from streams.core.sequencer import Envelope, Kind, Shard, decode_envelopes
+from streams.settings import Settings, load_settings
+from streams.topics import ensure_topics
+
+FINAL = frozenset({"applied", "unschedulable", "rejected"})
+SAMPLE_STEP_S = 1.0
+"""Event-time spacing of one node's samples: with the default 10 s summary interval, one sample in ten (or
+one that moves > 5 %) makes a summary for placement."""
+
+
+@dataclass
+class Workload:
+    nodes: list[NodeSpec]
+    pods: list[PodRequest]
+    samples: list[tuple[str, bytes]] = field(default_factory=list)  # (node, encoded MetricSample)
+
+
+def make_workload(nodes: int, pods: int, samples: int, profile: str, seed: int) -> Workload:
+    rng = random.Random(seed)
+    specs = make_nodes(nodes, rng)
+    pod_list = [make_pod(i, rng, profile) for i in range(pods)]
+    levels = np.random.default_rng(seed).uniform(0.2, 0.7, size=(len(specs), 2))
+    noise = np.random.default_rng(seed + 1).normal(0.0, 0.01, size=(samples, 2))
+    encoded: list[tuple[str, bytes]] = []
+    for i in range(samples):
+        row = i % len(specs)
+        spec = specs[row]
+        cpu = max(0.0, levels[row, 0] + noise[i, 0]) * spec.allocatable.get("cpu") / 1000
+        memory = max(0.0, levels[row, 1] + noise[i, 1]) * spec.allocatable.get("memory")
+        sample = {
+            "ts": 1_000_000.0 + (i // len(specs)) * SAMPLE_STEP_S,
+            "node": spec.name,
+            "values": {"cpu": round(float(cpu), 4), "memory": round(float(memory))},
+        }
+        encoded.append((spec.name, orjson.dumps(sample)))
+    return Workload(specs, pod_list, encoded)
+
+
+# ------------------------------------------------------------------------------------------ in process
+
+
+def in_process_rate(workload: Workload) -> tuple[float, int]:
+    """Decisions per second of the placement core alone, fed envelopes as the agent is."""
+    shard = Shard()
+    for spec in workload.nodes:
+        shard.feed(Envelope(Kind.NODE, 0.0, NodeEvent(type="upsert", node=spec), "node-events/0"))
+    now = 1.0
+    decided = 0
+    started = time.perf_counter()
+    for pod in workload.pods:
+        outputs = shard.feed(Envelope(Kind.POD, now, pod, "pod-requests/0"))
+        decided += len(outputs)
+    seconds = time.perf_counter() - started
+    return len(workload.pods) / seconds, decided
+
+
+# ------------------------------------------------------------------------------------------ processes
+
+
+def start_role(
+    role: str, env: dict[str, str], logs: Path, cprofile: Path | None, suffix: str = ""
+) -> subprocess.Popen[bytes]:
+    command = [sys.executable]
+    if cprofile is not None:
+        command += ["-m", "cProfile", "-o", str(cprofile / f"{role}{suffix}.prof")]
+    command += ["-m", "streams.cli", role]
+    log = open(logs / f"{role}{suffix}.log", "ab")  # noqa: SIM115 (the child owns it)
+    return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+# ------------------------------------------------------------------------------------------ Kafka side
+
+
+class Results:
+    """Follows binding-results from its end: when each pod's first final result arrived here."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.final_at: dict[str, float] = {}
+        self.statuses: dict[str, str] = {}
+        self.conflicts = 0
+        self.arrived = asyncio.Event()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap_servers, group_id=None, enable_auto_commit=False
+        )
+        await consumer.start()
+        topic = self.settings.topic("binding-results")
+        partitions = [TopicPartition(topic, p) for p in range(self.settings.partitions)]
+        consumer.assign(partitions)
+        await consumer.seek_to_end(*partitions)
+        for tp in partitions:
+            await consumer.position(tp)  # the seek happens now, before anything is published
+        self._consumer = consumer
+        self._task = asyncio.create_task(self._follow())
+
+    async def _follow(self) -> None:
+        assert self._consumer is not None
+        while True:
+            batches = await self._consumer.getmany(timeout_ms=100, max_records=5000)
+            now = time.perf_counter()
+            for messages in batches.values():
+                for message in messages:
+                    result = orjson.loads(message.value)
+                    status = result["status"]
+                    if status == "conflict":
+                        self.conflicts += 1
+                    elif status in FINAL and result["uid"] not in self.final_at:
+                        self.final_at[result["uid"]] = now
+                        self.statuses[result["uid"]] = status
+            if batches:
+                self.arrived.set()
+
+    async def wait_for(self, uids: Sequence[str], timeout: float) -> bool:
+        deadline = time.perf_counter() + timeout
+        while any(uid not in self.final_at for uid in uids):
+            if time.perf_counter() > deadline:
+                return False
+            self.arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.arrived.wait(), timeout=1.0)
+        return True
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+
+def _producer(settings: Settings) -> AIOKafkaProducer:
+    return AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_servers,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=settings.linger_ms,
+        max_batch_size=256 * 1024,
+    )
+
+
+async def publish_backlog(settings: Settings, workload: Workload) -> None:
+    """Node events and the metric samples, then one sentinel sample per metrics partition."""
+    producer = _producer(settings)
+    await producer.start()
+    try:
+        futures = []
+        for spec in workload.nodes:
+            event = NodeEvent(type="upsert", node=spec)
+            futures.append(
+                await producer.send(settings.topic("node-events"), encode(event), key=spec.name.encode())
+            )
+        topic = settings.topic("metrics")
+        for node, payload in workload.samples:
+            futures.append(await producer.send(topic, payload, key=node.encode()))
+        last_ts = 1_000_000.0 + len(workload.samples) * SAMPLE_STEP_S
+        for partition in range(settings.partitions):
+            sentinel = {"ts": last_ts, "node": f"sentinel-{partition}", "values": {"cpu": 1.0}}
+            futures.append(
+                await producer.send(
+                    topic, orjson.dumps(sentinel), key=f"sentinel-{partition}".encode(), partition=partition
+                )
+            )
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def metrics_drain_seconds(settings: Settings, timeout: float) -> float:
+    """Seconds from the worker's first summary to the last sentinel's, read back from the sequencer."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_servers,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_bytes=32 * 1024 * 1024,
+    )
+    await consumer.start()
+    topic = settings.topic("sequencer")
+    partitions = [TopicPartition(topic, p) for p in range(settings.shards)]
+    consumer.assign(partitions)
+    await consumer.seek_to_beginning(*partitions)
+    first: float | None = None
+    sentinels: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(sentinels) < settings.partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"metrics: {len(sentinels)} of {settings.partitions} sentinels seen")
+            batches = await consumer.getmany(timeout_ms=500, max_records=10000)
+            for messages in batches.values():
+                for message in messages:
+                    if b'"k":"summary"' not in message.value:
+                        continue
+                    stamp = message.timestamp / 1000
+                    first = stamp if first is None else min(first, stamp)
+                    for envelope in decode_envelopes(message.value):
+                        if (
+                            isinstance(envelope, Envelope)
+                            and envelope.kind is Kind.SUMMARY
+                            and envelope.value.node.startswith("sentinel-")
+                        ):
+                            sentinels[envelope.value.node] = stamp
+    finally:
+        await consumer.stop()
+    assert first is not None
+    return max(sentinels.values()) - first
+
+
+async def warm_up(settings: Settings, results: Results, timeout: float) -> float:
+    """A pod that fits nowhere, and its verdict: the worker and applier have joined and placement is live."""
+    started = time.perf_counter()
+    producer = _producer(settings)
+    await producer.start()
+    try:
+        probe = PodRequest(uid=f"warm-up-{uuid.uuid4().hex[:6]}", node_selector={"eyrie.io/warm-up": "none"})
+        await (await producer.send(settings.topic("pod-requests"), encode(probe), key=probe.uid.encode()))
+    finally:
+        await producer.stop()
+    if not await results.wait_for([probe.uid], timeout):
+        raise TimeoutError("the worker gave no verdict on the warm-up pod")
+    return time.perf_counter() - started
+
+
+async def publish_pods(
+    settings: Settings, pods: Sequence[PodRequest], rate: float | None
+) -> dict[str, float]:
+    """Publish pods, flat out or at `rate` per second; returns when each was handed to the producer."""
+    payloads = [(pod.uid, encode(pod)) for pod in pods]
+    producer = _producer(settings)
+    await producer.start()
+    sent_at: dict[str, float] = {}
+    topic = settings.topic("pod-requests")
+    try:
+        futures = []
+        started = time.perf_counter()
+        for i, (uid, payload) in enumerate(payloads):
+            if rate is not None:
+                due = started + i / rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            sent_at[uid] = time.perf_counter()
+            futures.append(await producer.send(topic, payload, key=uid.encode()))
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return sent_at
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+# ------------------------------------------------------------------------------------------ the run
+
+
+@dataclass
+class Figures:
+    nodes: int
+    pods: int
+    profile: str
+    partitions: int
+    workers: int
+    in_process_pods_per_s: float
+    metrics_samples: int
+    metrics_samples_per_s: float
+    throughput_pods: int
+    pods_per_s: float
+    latency_pods: int
+    latency_rate: float
+    latency_ms: dict[str, float]
+    unschedulable: int
+    conflicts: int
+    missing: int
+    warm_up_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": self.nodes,
+            "pods": self.pods,
+            "profile": self.profile,
+            "partitions": self.partitions,
+            "workers": self.workers,
+            "cores": os.cpu_count(),
+            "pods_per_s": round(self.pods_per_s, 1),
+            "latency_rate": round(self.latency_rate, 1),
+            "latency_ms": {k: round(v, 1) for k, v in self.latency_ms.items()},
+            "in_process_pods_per_s": round(self.in_process_pods_per_s, 1),
+            "end_to_end_vs_in_process": round(self.pods_per_s / self.in_process_pods_per_s, 3),
+            "metrics_samples_per_s": round(self.metrics_samples_per_s, 1),
+            "metrics_samples": self.metrics_samples,
+            "unschedulable": self.unschedulable,
+            "conflicts": self.conflicts,
+            "missing": self.missing,
+            "warm_up_s": round(self.warm_up_s, 2),
+        }
+
+
+async def _measure(
+    settings: Settings,
+    workload: Workload,
+    throughput_pods: Sequence[PodRequest],
+    latency_pods: Sequence[PodRequest],
+    latency_rate: float | None,
+    timeout: float,
+) -> tuple[float, float, dict[str, float], Results, float]:
+    results = Results(settings)
+    await results.start()
+    try:
+        warm = await warm_up(settings, results, timeout)
+        sent = await publish_pods(settings, throughput_pods, None)
+        uids = [pod.uid for pod in throughput_pods]
+        await results.wait_for(uids, timeout)
+        finished = [results.final_at[uid] for uid in uids if uid in results.final_at]
+        pods_per_s = len(finished) / (max(finished) - min(sent.values())) if finished else 0.0
+        rate = latency_rate or max(1.0, pods_per_s / 2)
+        sent = await publish_pods(settings, latency_pods, rate)
+        uids = [pod.uid for pod in latency_pods]
+        await results.wait_for(uids, timeout)
+        latencies = [(results.final_at[uid] - sent[uid]) * 1000 for uid in uids if uid in results.final_at]
+        latency = {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99)}
+        if os.environ.get("BENCH_DUMP"):
+            Path(os.environ["BENCH_DUMP"]).write_bytes(
+                orjson.dumps([[sent[u], results.final_at.get(u)] for u in uids])
+            )
+    finally:
+        await results.stop()
+    return pods_per_s, rate, latency, results, warm
+
+
+def run(args: argparse.Namespace) -> Figures:
+    if args.profile not in BUILTIN_PROFILES:
+        raise SystemExit(f"error: --profile: unknown {args.profile!r} (known: {', '.join(BUILTIN_PROFILES)})")
+    workload = make_workload(args.nodes, args.pods, args.samples, args.profile, args.seed)
+    split = round(args.pods * (1 - args.latency_share))
+    print(f"workload: {args.nodes} nodes, {args.pods} pods, {args.samples} samples", flush=True)
+    in_process, _ = in_process_rate(workload)
+    print(f"in process: {in_process:,.0f} pods/s", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.cprofile is not None:
+        Path(args.cprofile).mkdir(parents=True, exist_ok=True)
+    with resolved_broker() as bootstrap:
+        prefix = f"bench-{uuid.uuid4().hex[:6]}."
+        env = {
+            **os.environ,
+            "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            "EYRIE_TOPIC_PREFIX": prefix,
+            "EYRIE_PARTITIONS": str(args.partitions),
+            "EYRIE_DATA_DIR": str(out / "faust"),
+        }
+        settings = load_settings(env=env)
+        asyncio.run(ensure_topics(settings))
+        asyncio.run(publish_backlog(settings, workload))
+        print(f"published {len(workload.nodes)} nodes and {args.samples} samples; starting", flush=True)
+        cprofile = Path(args.cprofile) if args.cprofile is not None else None
+        processes = [start_role("applier", env, out, cprofile)]
+        for i in range(args.workers):
+            # Each worker its own data directory; they share the consumer group, so Kafka splits the
+            # input partitions between them (the sequencer partition, one per shard, goes to one).
+            worker_env = {**env, "EYRIE_DATA_DIR": str(out / f"faust-{i}")}
+            processes.append(start_role("worker", worker_env, out, cprofile, suffix=f"-{i}" if i else ""))
+        try:
+            drain = asyncio.run(metrics_drain_seconds(settings, args.timeout))
+            samples_per_s = (args.samples + settings.partitions) / drain / args.workers
+            print(f"metrics: {samples_per_s:,.0f} samples/s ({drain:.1f} s)", flush=True)
+            pods_per_s, rate, latency, results, warm = asyncio.run(
+                _measure(
+                    settings,
+                    workload,
+                    workload.pods[:split],
+                    workload.pods[split:],
+                    args.latency_rate,
+                    args.timeout,
+                )
+            )
+        finally:
+            stop(processes)
+    uids = [pod.uid for pod in workload.pods]
+    return Figures(
+        nodes=args.nodes,
+        pods=args.pods,
+        profile=args.profile,
+        partitions=args.partitions,
+        workers=args.workers,
+        in_process_pods_per_s=in_process,
+        metrics_samples=args.samples,
+        metrics_samples_per_s=samples_per_s,
+        throughput_pods=split,
+        pods_per_s=pods_per_s,
+        latency_pods=args.pods - split,
+        latency_rate=rate,
+        latency_ms=latency,
+        unschedulable=sum(1 for uid in uids if results.statuses.get(uid) == "unschedulable"),
+        conflicts=results.conflicts,
+        missing=sum(1 for uid in uids if uid not in results.final_at),
+        warm_up_s=warm,
+    )
+
+
+def render(figures: Figures) -> str:
+    rows = [
+        ("in process (placement core, no Kafka)", f"{figures.in_process_pods_per_s:,.0f} pods/s"),
+        (
+            f"end to end, {figures.throughput_pods:,} pods flat out",
+            f"{figures.pods_per_s:,.0f} pods/s "
+            f"({figures.pods_per_s / figures.in_process_pods_per_s:.2f} × in process)",
+        ),
+        (
+            f"latency, {figures.latency_pods:,} pods at {figures.latency_rate:,.0f}/s",
+            f"p50 {figures.latency_ms['p50']:.1f} ms, p99 {figures.latency_ms['p99']:.1f} ms",
+        ),
+        (
+            f"metrics, {figures.metrics_samples:,} samples",
+            f"{figures.metrics_samples_per_s:,.0f} samples/s per worker",
+        ),
+        (
+            "unschedulable / conflicts / missing",
+            f"{figures.unschedulable} / {figures.conflicts} / {figures.missing}",
+        ),
+    ]
+    width = max(len(name) for name, _ in rows)
+    header = (
+        f"{figures.nodes:,} nodes, profile {figures.profile}, {figures.partitions} partitions, "
+        f"{figures.workers} worker(s), {os.cpu_count()} cores"
+    )
+    return "\n".join([header] + [f"  {name:<{width}}  {value}" for name, value in rows])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.pipeline", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=20000)
+    parser.add_argument("--profile", default="default")
+    parser.add_argument("--samples", type=int, default=200_000, help="Metric samples for the metrics figure")
+    parser.add_argument("--latency-share", type=float, default=0.25, help="Share of the pods for latency")
+    parser.add_argument("--latency-rate", type=float, default=None, help="Pods/s (default: half throughput)")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=1, help="Worker processes (one consumer group)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--out", default="bench-out/pipeline", help="Logs and the workers' data")
+    parser.add_argument("--cprofile", default=None, help="Directory for worker.prof and applier.prof")
+    args = parser.parse_args()
+    if not 0 < args.latency_share < 1:
+        raise SystemExit("error: --latency-share must be between 0 and 1")
+    figures = run(args)
+    print(render(figures))
+    print(orjson.dumps(figures.to_json()).decode())
+
+
+if __name__ == "__main__":
+    main()
