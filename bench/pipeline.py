@@ -1,7 +1,8 @@
 """Pipeline throughput and latency through a real broker: a worker and an applier, as `make demo` runs them.
 
-    python -m bench.pipeline [--nodes N] [--pods P] [--profile NAME] [--samples S] [--latency-share F]
-                             [--latency-rate R] [--partitions K] [--seed S] [--cprofile DIR]
+    python -m bench.pipeline [--nodes N] [--pods P] [--profile NAME] [--samples S] [--samples-per-record K]
+                             [--latency-share F] [--latency-rate R] [--partitions K] [--workers W]
+                             [--seed S] [--cprofile DIR]
 
 Uses the broker named by KAFKA_BOOTSTRAP_SERVERS, else starts the local one. Topics get a fresh prefix, so
 runs never see each other's records. The cluster and the pods are bench.placement's (seeded node shapes,
@@ -9,9 +10,12 @@ zones, GPUs, taints, affinities), the nodes start empty.
 
 1. **In process** (the baseline): the placement core the worker runs (`streams.core.sequencer.Shard`) fed
    the same node events and pods, one envelope at a time: decisions per second without Kafka.
-2. **Metrics**: `--samples` node samples are published before the worker starts, then one sentinel sample
-   per partition; the worker drains the backlog. Samples per second = samples / (time of the last
-   sentinel's summary − time of the first summary), both stamped by the worker's producer.
+2. **Metrics**: before the worker starts, `--samples` node samples are published one per record, then the
+   same samples again later in event time, `--samples-per-record` of a node per record (a JSON array, as a
+   node agent ships a scrape); each round ends with one sentinel sample per partition. The worker drains
+   both. Samples per second per worker = samples / (the round's last sentinel summary − the previous
+   round's, or the worker's first summary), stamped by the worker's producer. The first round is the
+   baseline of the second.
 3. **Throughput**: the first (1 − latency share) of the pods published flat out; pods per second = pods /
    (last final result − first publish), a final result being `applied`, `unschedulable` or `rejected` as
    the binding-results topic carries it (publish → placement → applier → result).
@@ -66,7 +70,8 @@ one that moves > 5 %) makes a summary for placement."""
 class Workload:
     nodes: list[NodeSpec]
     pods: list[PodRequest]
-    samples: list[tuple[str, bytes]] = field(default_factory=list)  # (node, encoded MetricSample)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    """One metrics round: node samples, every node in turn, `SAMPLE_STEP_S` apart per node."""
 
 
 def make_workload(nodes: int, pods: int, samples: int, profile: str, seed: int) -> Workload:
@@ -75,19 +80,20 @@ def make_workload(nodes: int, pods: int, samples: int, profile: str, seed: int) 
     pod_list = [make_pod(i, rng, profile) for i in range(pods)]
     levels = np.random.default_rng(seed).uniform(0.2, 0.7, size=(len(specs), 2))
     noise = np.random.default_rng(seed + 1).normal(0.0, 0.01, size=(samples, 2))
-    encoded: list[tuple[str, bytes]] = []
+    rows = []
     for i in range(samples):
         row = i % len(specs)
         spec = specs[row]
         cpu = max(0.0, levels[row, 0] + noise[i, 0]) * spec.allocatable.get("cpu") / 1000
         memory = max(0.0, levels[row, 1] + noise[i, 1]) * spec.allocatable.get("memory")
-        sample = {
-            "ts": 1_000_000.0 + (i // len(specs)) * SAMPLE_STEP_S,
-            "node": spec.name,
-            "values": {"cpu": round(float(cpu), 4), "memory": round(float(memory))},
-        }
-        encoded.append((spec.name, orjson.dumps(sample)))
-    return Workload(specs, pod_list, encoded)
+        rows.append(
+            {
+                "ts": (i // len(specs)) * SAMPLE_STEP_S,
+                "node": spec.name,
+                "values": {"cpu": round(float(cpu), 4), "memory": round(float(memory))},
+            }
+        )
+    return Workload(specs, pod_list, rows)
 
 
 # ------------------------------------------------------------------------------------------ in process
@@ -205,8 +211,12 @@ def _producer(settings: Settings) -> AIOKafkaProducer:
     )
 
 
-async def publish_backlog(settings: Settings, workload: Workload) -> None:
-    """Node events and the metric samples, then one sentinel sample per metrics partition."""
+ROUNDS = ("one sample per record", "batched records")
+
+
+async def publish_backlog(settings: Settings, workload: Workload, per_record: int) -> None:
+    """Node events, then the metric samples twice: one sample per record, and again (later in event time)
+    `per_record` samples of a node per record; each round closes with one sentinel sample per partition."""
     producer = _producer(settings)
     await producer.start()
     try:
@@ -217,23 +227,37 @@ async def publish_backlog(settings: Settings, workload: Workload) -> None:
                 await producer.send(settings.topic("node-events"), encode(event), key=spec.name.encode())
             )
         topic = settings.topic("metrics")
-        for node, payload in workload.samples:
-            futures.append(await producer.send(topic, payload, key=node.encode()))
-        last_ts = 1_000_000.0 + len(workload.samples) * SAMPLE_STEP_S
-        for partition in range(settings.partitions):
-            sentinel = {"ts": last_ts, "node": f"sentinel-{partition}", "values": {"cpu": 1.0}}
-            futures.append(
-                await producer.send(
-                    topic, orjson.dumps(sentinel), key=f"sentinel-{partition}".encode(), partition=partition
+        span = (len(workload.samples) // max(1, len(workload.nodes)) + 2) * SAMPLE_STEP_S
+        for round_, name in enumerate(ROUNDS):
+            start = 1_000_000.0 + round_ * span
+            shifted = [{**sample, "ts": start + sample["ts"]} for sample in workload.samples]
+            if name == "batched records":
+                by_node: dict[str, list[dict[str, Any]]] = {}
+                for sample in shifted:
+                    by_node.setdefault(sample["node"], []).append(sample)
+                records = [
+                    (node, orjson.dumps(items[i : i + per_record]))
+                    for node, items in by_node.items()
+                    for i in range(0, len(items), per_record)
+                ]
+            else:
+                records = [(sample["node"], orjson.dumps(sample)) for sample in shifted]
+            for node, payload in records:
+                futures.append(await producer.send(topic, payload, key=node.encode()))
+            for partition in range(settings.partitions):
+                node = f"sentinel-{round_}-{partition}"
+                sentinel = {"ts": start + span, "node": node, "values": {"cpu": 1.0}}
+                futures.append(
+                    await producer.send(topic, orjson.dumps(sentinel), key=node.encode(), partition=partition)
                 )
-            )
         await asyncio.gather(*futures)
     finally:
         await producer.stop()
 
 
-async def metrics_drain_seconds(settings: Settings, timeout: float) -> float:
-    """Seconds from the worker's first summary to the last sentinel's, read back from the sequencer."""
+async def metrics_drain_seconds(settings: Settings, timeout: float) -> list[float]:
+    """Per round, the seconds the worker took: from its first summary (round 0) or the previous round's
+    last sentinel summary to this round's last, as stamped by the worker's producer."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
         group_id=None,
@@ -248,11 +272,12 @@ async def metrics_drain_seconds(settings: Settings, timeout: float) -> float:
     await consumer.seek_to_beginning(*partitions)
     first: float | None = None
     sentinels: dict[str, float] = {}
+    expected = len(ROUNDS) * settings.partitions
     deadline = time.monotonic() + timeout
     try:
-        while len(sentinels) < settings.partitions:
+        while len(sentinels) < expected:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"metrics: {len(sentinels)} of {settings.partitions} sentinels seen")
+                raise TimeoutError(f"metrics: {len(sentinels)} of {expected} sentinels seen")
             batches = await consumer.getmany(timeout_ms=500, max_records=10000)
             for messages in batches.values():
                 for message in messages:
@@ -270,7 +295,11 @@ async def metrics_drain_seconds(settings: Settings, timeout: float) -> float:
     finally:
         await consumer.stop()
     assert first is not None
-    return max(sentinels.values()) - first
+    ends = [
+        max(t for node, t in sentinels.items() if node.startswith(f"sentinel-{r}-"))
+        for r in range(len(ROUNDS))
+    ]
+    return [ends[0] - first] + [ends[r] - ends[r - 1] for r in range(1, len(ROUNDS))]
 
 
 async def warm_up(settings: Settings, results: Results, timeout: float) -> float:
@@ -330,7 +359,9 @@ class Figures:
     workers: int
     in_process_pods_per_s: float
     metrics_samples: int
+    samples_per_record: int
     metrics_samples_per_s: float
+    metrics_single_samples_per_s: float
     throughput_pods: int
     pods_per_s: float
     latency_pods: int
@@ -355,6 +386,8 @@ class Figures:
             "in_process_pods_per_s": round(self.in_process_pods_per_s, 1),
             "end_to_end_vs_in_process": round(self.pods_per_s / self.in_process_pods_per_s, 3),
             "metrics_samples_per_s": round(self.metrics_samples_per_s, 1),
+            "metrics_samples_per_record": self.samples_per_record,
+            "metrics_one_per_record_samples_per_s": round(self.metrics_single_samples_per_s, 1),
             "metrics_samples": self.metrics_samples,
             "unschedulable": self.unschedulable,
             "conflicts": self.conflicts,
@@ -418,7 +451,7 @@ def run(args: argparse.Namespace) -> Figures:
         }
         settings = load_settings(env=env)
         asyncio.run(ensure_topics(settings))
-        asyncio.run(publish_backlog(settings, workload))
+        asyncio.run(publish_backlog(settings, workload, args.samples_per_record))
         print(f"published {len(workload.nodes)} nodes and {args.samples} samples; starting", flush=True)
         cprofile = Path(args.cprofile) if args.cprofile is not None else None
         processes = [start_role("applier", env, out, cprofile)]
@@ -428,9 +461,13 @@ def run(args: argparse.Namespace) -> Figures:
             worker_env = {**env, "EYRIE_DATA_DIR": str(out / f"faust-{i}")}
             processes.append(start_role("worker", worker_env, out, cprofile, suffix=f"-{i}" if i else ""))
         try:
-            drain = asyncio.run(metrics_drain_seconds(settings, args.timeout))
-            samples_per_s = (args.samples + settings.partitions) / drain / args.workers
-            print(f"metrics: {samples_per_s:,.0f} samples/s ({drain:.1f} s)", flush=True)
+            drains = asyncio.run(metrics_drain_seconds(settings, args.timeout))
+            single, batched = ((args.samples + settings.partitions) / d / args.workers for d in drains)
+            print(
+                f"metrics: {single:,.0f} samples/s one per record, {batched:,.0f} samples/s "
+                f"{args.samples_per_record} per record",
+                flush=True,
+            )
             pods_per_s, rate, latency, results, warm = asyncio.run(
                 _measure(
                     settings,
@@ -452,7 +489,9 @@ def run(args: argparse.Namespace) -> Figures:
         workers=args.workers,
         in_process_pods_per_s=in_process,
         metrics_samples=args.samples,
-        metrics_samples_per_s=samples_per_s,
+        samples_per_record=args.samples_per_record,
+        metrics_samples_per_s=batched,
+        metrics_single_samples_per_s=single,
         throughput_pods=split,
         pods_per_s=pods_per_s,
         latency_pods=args.pods - split,
@@ -478,8 +517,13 @@ def render(figures: Figures) -> str:
             f"p50 {figures.latency_ms['p50']:.1f} ms, p99 {figures.latency_ms['p99']:.1f} ms",
         ),
         (
-            f"metrics, {figures.metrics_samples:,} samples",
-            f"{figures.metrics_samples_per_s:,.0f} samples/s per worker",
+            f"metrics, {figures.metrics_samples:,} samples, one per record",
+            f"{figures.metrics_single_samples_per_s:,.0f} samples/s per worker",
+        ),
+        (
+            f"metrics, {figures.metrics_samples:,} samples, {figures.samples_per_record} per record",
+            f"{figures.metrics_samples_per_s:,.0f} samples/s per worker "
+            f"({figures.metrics_samples_per_s / figures.metrics_single_samples_per_s:.1f} × one per record)",
         ),
         (
             "unschedulable / conflicts / missing",
@@ -499,7 +543,10 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=20000)
     parser.add_argument("--profile", default="default")
-    parser.add_argument("--samples", type=int, default=200_000, help="Metric samples for the metrics figure")
+    parser.add_argument("--samples", type=int, default=100_000, help="Metric samples per metrics round")
+    parser.add_argument(
+        "--samples-per-record", type=int, default=20, help="Samples of one node per record, batched round"
+    )
     parser.add_argument("--latency-share", type=float, default=0.25, help="Share of the pods for latency")
     parser.add_argument("--latency-rate", type=float, default=None, help="Pods/s (default: half throughput)")
     parser.add_argument("--partitions", type=int, default=4)

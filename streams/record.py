@@ -18,7 +18,7 @@ from schemas.eventlog import EventLogWriter
 from schemas.exceptions import InvalidInput
 from streams.client import EyrieClient
 from streams.core.ingress import event_time, replay_time
-from streams.records import decode_record
+from streams.records import decode_records
 
 __all__ = ["record_topics"]
 
@@ -55,13 +55,16 @@ async def record_topics(
             except orjson.JSONDecodeError:
                 continue
             ts = _event_time(None, message.headers, message.timestamp)
+            collected.append((ts, len(collected), short, key, value))
         else:
-            decoded = decode_record(short, message.partition, message.offset, message.key, message.value)
-            if decoded.dead_letter is not None:
-                continue
-            value = decoded.value
-            ts = _event_time(value, message.headers, message.timestamp)
-        collected.append((ts, len(collected), short, key, value))
+            for decoded in decode_records(
+                short, message.partition, message.offset, message.key, message.value
+            ):
+                if decoded.dead_letter is not None:
+                    continue
+                value = decoded.value
+                ts = _event_time(value, message.headers, message.timestamp)
+                collected.append((ts, len(collected), short, key, value))
         if on_event is not None:
             on_event()
     collected.sort(key=lambda item: (item[0], item[1]))

@@ -7,13 +7,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from schemas.codec import decode_topic_value
+import orjson
+
+from schemas.codec import TOPIC_MODELS, decode_topic_value
 from schemas.events import DEAD_LETTER_RAW_LIMIT, DeadLetter, MetricSample
 from schemas.exceptions import InvalidInput
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
 
-__all__ = ["Decoded", "dead_letter", "decode_record"]
+__all__ = ["BATCHED_TOPICS", "Decoded", "dead_letter", "decode_record", "decode_records"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +88,46 @@ def decode_record(
             error = f"key: record key {actual!r} does not match {expected!r}"
             return Decoded(dead_letter=dead_letter(topic, partition, offset, key, value, error))
     return Decoded(value=model)
+
+
+BATCHED_TOPICS = frozenset({"metrics"})
+"""Topics whose record may carry a JSON array of events for its key instead of one: a node agent ships a
+scrape's samples together, and a consumer pays Kafka's and Faust's cost per record, not per sample."""
+
+
+def decode_records(
+    short_topic: str,
+    partition: int | None,
+    offset: int | None,
+    key: bytes | None,
+    value: bytes | None,
+    *,
+    full_topic: str | None = None,
+) -> list[Decoded]:
+    """`decode_record`, except that on a batched topic an array decodes element by element: each bad
+    element is its own dead letter (its field prefixed ``[i]``), and the good ones still count."""
+    if short_topic not in BATCHED_TOPICS or not value or value.lstrip()[:1] != b"[":
+        return [decode_record(short_topic, partition, offset, key, value, full_topic=full_topic)]
+    topic = full_topic or short_topic
+    try:
+        items = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        return [Decoded(dead_letter=dead_letter(topic, partition, offset, key, value, f"not JSON: {exc}"))]
+    parse = TOPIC_MODELS[short_topic]
+    actual = key.decode("utf-8", errors="replace") if key is not None else None
+    decoded: list[Decoded] = []
+    for i, item in enumerate(items):
+        try:
+            model = parse(item, prefix=f"[{i}]")
+        except InvalidInput as exc:
+            error = str(exc)
+        else:
+            expected = _identity(model)
+            if expected is None or actual == expected:
+                decoded.append(Decoded(value=model))
+                continue
+            error = f"[{i}].key: record key {actual!r} does not match {expected!r}"
+        decoded.append(
+            Decoded(dead_letter=dead_letter(topic, partition, offset, key, orjson.dumps(item), error))
+        )
+    return decoded

@@ -12,7 +12,7 @@ from schemas.codec import encode
 from schemas.events import DeadLetter
 from streams.core.ingress import envelope_from_record
 from streams.core.sequencer import Envelope, Kind, encode_envelopes
-from streams.records import Decoded, decode_record
+from streams.records import Decoded, decode_record, decode_records
 
 __all__ = [
     "BATCH",
@@ -20,6 +20,7 @@ __all__ = [
     "TableBytes",
     "bytes_table",
     "decode_message",
+    "decode_messages",
     "envelope_of",
     "node_partition",
     "send",
@@ -68,6 +69,18 @@ def short_topic(topics: Any, message: Any) -> str:
 def decode_message(topics: Any, message: Any) -> Decoded:
     """A Faust record through the shared decoder (`streams.records`): a model or a dead letter."""
     return decode_record(
+        short_topic(topics, message),
+        message.partition,
+        message.offset,
+        message.key,
+        message.value,
+        full_topic=message.topic,
+    )
+
+
+def decode_messages(topics: Any, message: Any) -> list[Decoded]:
+    """`decode_message` for topics whose records may carry an array of events (`streams.records`)."""
+    return decode_records(
         short_topic(topics, message),
         message.partition,
         message.offset,

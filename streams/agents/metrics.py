@@ -13,7 +13,7 @@ from typing import Any
 import faust
 
 from schemas.events import MetricSample
-from streams.agents.common import bytes_table, decode_message, envelope_of, send_dead_letter, send_envelopes
+from streams.agents.common import bytes_table, decode_messages, envelope_of, send_dead_letter, send_envelopes
 from streams.core.ingress import is_watermark
 from streams.core.metrics import MetricsCore, NodeSummary
 from streams.core.sequencer import Envelope, Kind
@@ -81,11 +81,12 @@ def register(app: faust.App, topics: Any) -> None:
                     elif mark is not None:
                         await send_dead_letter(topics, mark)
                     continue
-                decoded = decode_message(topics, message)
-                if decoded.dead_letter is not None:
-                    await send_dead_letter(topics, decoded.dead_letter)
-                    continue
-                restore(decoded.value)
-                pending.setdefault(message.partition, []).append(decoded.value)
+                batch = pending.setdefault(message.partition, [])
+                for decoded in decode_messages(topics, message):
+                    if decoded.dead_letter is not None:
+                        await send_dead_letter(topics, decoded.dead_letter)
+                        continue
+                    restore(decoded.value)
+                    batch.append(decoded.value)
             for partition, samples in pending.items():
                 await ingest(samples, f"metrics/{partition}")

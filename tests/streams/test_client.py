@@ -7,7 +7,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from schemas.events import Binding, BindingResult, DeadLetter
+from schemas.events import Binding, BindingResult, DeadLetter, MetricSample
 from schemas.pod import PodRequest
 from streams.client import EyrieClient
 from streams.settings import load_settings
@@ -58,6 +58,21 @@ async def test_twenty_thousand_pod_requests_come_back_equal_and_in_order_per_key
     assert client.dead_letters == 0
     for uid, pods in published.items():
         assert received[uid] == pods, f"{uid} came back different or out of order"
+
+
+async def test_metric_samples_published_together_come_back_one_by_one_in_order(kafka_bootstrap):
+    settings = isolated_settings(kafka_bootstrap)
+    samples = [
+        MetricSample(ts=float(t), node=f"n{t % 3}", values={"cpu": t / 10, "memory": 1e9 + t})
+        for t in range(30)
+    ]
+    async with EyrieClient(settings) as client:
+        await client.publish_metrics(samples)
+        await client.flush()
+        received = [sample async for sample in client.events("metrics")]
+    assert client.dead_letters == 0
+    for node in ("n0", "n1", "n2"):
+        assert [s for s in received if s.node == node] == [s for s in samples if s.node == node]
 
 
 async def test_garbage_and_invalid_records_become_dead_letters_and_the_consumer_goes_on(kafka_bootstrap):
