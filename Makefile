@@ -33,6 +33,8 @@ bench: install
 	$(BIN)/python -m bench.codec
 	$(BIN)/python -m bench.placement --nodes 5000 --pods 5000 --profile default
 	$(BIN)/python -m bench.ingest
+	$(BIN)/python -m bench.tbesk
+	$(BIN)/python -m bench.clusters
 	for profile in trimaran portrait balanced; do $(BIN)/python -m bench.placement --nodes 5000 --pods 5000 --profile $$profile || exit 1; done
 
 # A broker (KAFKA_BOOTSTRAP_SERVERS, else a local one), a worker, an applier, a replayed workload (a seeded

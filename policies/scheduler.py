@@ -9,6 +9,7 @@ offline replay and the tests drive the same code and get the same decisions.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import zlib
 from collections import Counter
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from policies.batch.placement import candidate_mask, plan_batch
 from policies.framework.contract import BoolArray, CycleContext, IntArray
 from policies.framework.profile import Profile, ProfileSet
 from policies.framework.status import Code
@@ -126,6 +128,14 @@ class _Wait:
 
 
 @dataclass(slots=True)
+class _Batch:
+    """Pods of a batch-mode profile collected for one batch (by profile and the pods' `batch_id`), each
+    with the time it was collected: the batch runs when it is full or its first pod waited `batch_wait`."""
+
+    pods: list[tuple[_Queued, float]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class _Rejection:
     """Which filter dropped which rows (a mask per filter); reasons are worked out only when read."""
 
@@ -186,6 +196,7 @@ class Scheduler:
         self._now = 0.0
         self._listeners: dict[str, list[Any]] = {}
         self._listeners_version = -1
+        self._batches: dict[tuple[str, str], _Batch] = {}
 
     # ------------------------------------------------------------------------------ cluster events
 
@@ -272,9 +283,16 @@ class Scheduler:
             profile = self.profiles.get(queued.pod.scheduler_name)
             if profile is None:
                 continue
+            if profile.batch is not None:
+                key = (profile.name, queued.pod.batch_id or "")
+                self._batches.setdefault(key, _Batch()).pods.append((queued, now))
+                done += 1
+                continue
             self._attach(profile)
             self._cycle(queued, profile, now, explain=False)
             done += 1
+        if self._batches:
+            self._run_batches(now)
         return self._drain()
 
     def tick(self, now: float) -> list[Outcome]:
@@ -282,6 +300,8 @@ class Scheduler:
         self._now = now
         self._expire_waits(now)
         self._flush_unschedulable(now)
+        if self._batches:
+            self._run_batches(now)
         return self._drain()
 
     def explain(self, pod: PodRequest, now: float = 0.0, *, profile_name: str | None = None) -> Explanation:
@@ -402,6 +422,109 @@ class Scheduler:
         for uid in ctx.state.get("permit.allow", ()):
             self.allow_waiting(uid)
         return None
+
+    # -------------------------------------------------------------------------------- batches
+
+    def _run_batches(self, now: float) -> None:
+        """Place every collected batch that is full (`batch_size` pods) or whose first pod has waited
+        `batch_wait`; the rest keep waiting."""
+        for key in sorted(self._batches):
+            batch = self._batches[key]
+            profile = self.profiles.get(key[0])
+            live = [(q, at) for q, at in batch.pods if self._queue.get(q.pod.uid) is q]
+            if profile is None:
+                live = []  # as in `schedule`: pods whose profile went away are not scheduled
+            elif profile.batch is None:  # replaced by a one-by-one profile at run time
+                self._attach(profile)
+                for queued, _ in live:
+                    self._cycle(queued, profile, now, explain=False)
+                live = []
+            else:
+                config = profile.batch
+                while len(live) >= config.batch_size:
+                    self._run_batch([q for q, _ in live[: config.batch_size]], profile, now)
+                    live = live[config.batch_size :]
+                if live and now - live[0][1] >= config.batch_wait:
+                    self._run_batch([q for q, _ in live], profile, now)
+                    live = []
+            if live:
+                batch.pods = live
+            else:
+                del self._batches[key]
+
+    def _run_batch(self, members: list[_Queued], profile: Profile, now: float) -> None:
+        """One batch (SPEC 5): each pod's PreFilter and Filter choose its candidate nodes, the profile's
+        optimiser assigns them all at once, each assigned pod goes through Reserve and Permit as in a cycle,
+        and pods with no candidate, or that the optimiser left unassigned, run a one-by-one cycle after."""
+        assert profile.batch is not None
+        self._attach(profile)
+        snapshot = self.snapshot
+        batch: list[tuple[_Queued, CycleContext]] = []
+        masks: list[BoolArray] = []
+        single: list[_Queued] = []
+        for queued in members:
+            queued.info = info = snapshot.pod_info(queued.pod, queued.info)
+            ctx = CycleContext(queued.pod, info, snapshot, now)
+            passing = candidate_mask(profile, ctx)
+            if passing is not None and passing.any():
+                batch.append((queued, ctx))
+                masks.append(passing)
+            else:
+                single.append(queued)
+        if batch:
+            plan = plan_batch(snapshot, [ctx for _, ctx in batch], np.array(masks), profile.batch)
+            batch_id = f"{profile.name}-{zlib.crc32(' '.join(q.pod.uid for q, _ in batch).encode()):08x}"
+            name = profile.batch.algorithm.upper()
+            for (queued, ctx), row, score in zip(
+                batch, plan.rows.tolist(), plan.scores.tolist(), strict=True
+            ):
+                if row < 0:
+                    single.append(queued)
+                else:
+                    self._commit_batch_pod(queued, profile, ctx, row, score, {name: score}, batch_id, now)
+        for queued in sorted(single, key=lambda q: q.arrival):
+            self._cycle(queued, profile, now, explain=False)
+
+    def _commit_batch_pod(
+        self,
+        queued: _Queued,
+        profile: Profile,
+        ctx: CycleContext,
+        row: int,
+        score: int,
+        plugin_scores: dict[str, int],
+        batch_id: str,
+        now: float,
+    ) -> None:
+        """Reserve and Permit for a pod the batch put on `row`, as the end of `_cycle` does."""
+        pod = queued.pod
+        self.snapshot.assume(ctx.info, row, at=now)
+        for reserve in profile.reserve:
+            status = reserve.reserve(ctx, row)
+            if not status.ok:
+                self._unreserve(queued, profile, row, reason="reserve failed")
+                self._fail(queued, profile, status.reasons, "; ".join(status.reasons), False)
+                return
+        timeout: float | None = None
+        for permit in profile.permit:
+            status, wait_s = permit.permit(ctx, row)
+            if status.code == Code.WAIT:
+                timeout = wait_s if timeout is None else min(timeout, wait_s)
+            elif not status.ok:
+                self._unreserve(queued, profile, row, reason="; ".join(status.reasons))
+                self._fail(queued, profile, status.reasons, "; ".join(status.reasons), False)
+                return
+        if timeout is not None:
+            deadline = now + timeout
+            self._waiting[pod.uid] = _Wait(queued, profile, row, deadline, score, plugin_scores)
+            self._outbox.append(Waiting(pod.uid, self.snapshot.names[row] or "", deadline))
+        else:
+            self._place(queued, profile, row, score, plugin_scores)
+            placed = self._outbox[-1]
+            if isinstance(placed, Placed) and placed.batch_id is None:
+                self._outbox[-1] = dataclasses.replace(placed, batch_id=batch_id)
+        for uid in ctx.state.get("permit.allow", ()):
+            self.allow_waiting(uid)
 
     # ---------------------------------------------------------------------------- bookkeeping
 

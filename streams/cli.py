@@ -14,6 +14,7 @@ from schemas.documents import load_documents
 from schemas.exceptions import EyrieError, InvalidInput
 from schemas.jsonschema import export_schemas
 from streams.cli_broker import broker_app
+from streams.cli_clusters import clusters_app
 from streams.cli_common import (
     BootstrapOption,
     ConfigOption,
@@ -45,6 +46,7 @@ app.add_typer(schema_app, name="schema")
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
 app.add_typer(trace_app, name="trace", help="Convert public cluster traces into event logs.")
+app.add_typer(clusters_app, name="clusters", help="Multi-cluster estimates and division (Karmada).")
 for _command in (worker, applier, replay, record):
     app.command()(_command)
 
@@ -159,8 +161,15 @@ def explain(
 @app.command()
 @one_line_errors
 def evaluate(
-    experiment: Annotated[str, typer.Option("--experiment", help="Which experiment: portrait")],
-    trace: Annotated[Path, typer.Option("--trace", help="The trace directory the experiment reads")],
+    experiment: Annotated[str, typer.Option("--experiment", help="Which experiment: portrait, tbesk-paper")],
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="The trace directory the experiment reads (portrait: required; tbesk-paper: the Alibaba GPU "
+            "2023 trace instead of the paper's pod generator)",
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option("--out", help="Where to write the table, CSV and plots")] = Path(
         "evaluation"
     ),
@@ -169,7 +178,31 @@ def evaluate(
     ] = None,
     nodes: Annotated[int, typer.Option("--nodes", min=1, max=10000, help="Equal nodes in the cluster")] = 12,
     replicas: Annotated[int, typer.Option("--replicas", min=1, max=1000, help="Copies of each workload")] = 4,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the arrival order")] = 42,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed", help="portrait: arrival order (default 42); tbesk-paper: pods, optimisers (1)"
+        ),
+    ] = None,
+    pods: Annotated[
+        int, typer.Option("--pods", min=1, max=100000, help="tbesk-paper: the last pod count")
+    ] = 1800,
+    step: Annotated[int, typer.Option("--step", min=1, max=100000, help="tbesk-paper: pod count step")] = 100,
+    population: Annotated[
+        int, typer.Option("--population", min=2, max=10000, help="tbesk-paper: eagles per population")
+    ] = 30,
+    iterations: Annotated[
+        int, typer.Option("--iterations", min=0, max=100000, help="tbesk-paper: optimiser iterations")
+    ] = 100,
+    batch: Annotated[
+        int, typer.Option("--batch", min=1, max=100000, help="tbesk-paper --trace: pods per batch")
+    ] = 500,
+    trace_pods: Annotated[
+        str, typer.Option("--trace-pods", help="tbesk-paper --trace: which openb_pod_list_<NAME>.csv")
+    ] = "default",
+    trace_limit: Annotated[
+        int | None, typer.Option("--trace-limit", min=1, help="tbesk-paper --trace: at most this many pods")
+    ] = None,
 ) -> None:
     """Run an offline experiment; prints a table, writes it with plots to OUT, and ends with one JSON line."""
     from streams.evaluate import EXPERIMENTS, PORTRAIT_PROFILES, PortraitExperiment, run_portrait_experiment
@@ -179,6 +212,33 @@ def evaluate(
         raise InvalidInput(
             f"--experiment: unknown {experiment!r} (known: {', '.join(EXPERIMENTS)})", field="experiment"
         )
+    if experiment == "tbesk-paper":
+        from streams.evaluate.tbesk import TbeskExperiment, run_and_report
+
+        if pods < step:
+            raise InvalidInput(f"--step: {step} is more than --pods {pods}", field="step")
+        setup_tbesk = TbeskExperiment(
+            pods=pods,
+            step=step,
+            population=population,
+            iterations=iterations,
+            seed=1 if seed is None else seed,
+            trace=trace,
+            trace_pods=trace_pods,
+            batch=batch,
+            trace_limit=trace_limit,
+        )
+        with progress() as bar:
+            task = bar.add_task("tbesk-paper", total=None)
+            result, _, text = run_and_report(
+                setup_tbesk, out, lambda what: bar.update(task, description=what)
+            )
+        typer.echo(text)
+        sys.stdout.write(orjson.dumps(result.summary()).decode() + "\n")
+        return
+    if trace is None:
+        raise InvalidInput("--trace: required by the portrait experiment", field="trace")
+    seed = 42 if seed is None else seed
     setup = PortraitExperiment(
         trace=trace, profiles=tuple(policy or PORTRAIT_PROFILES), nodes=nodes, replicas=replicas, seed=seed
     )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from policies.batch.config import BATCH_KEYS, BatchConfig, parse_batch
 from policies.framework.contract import (
     EXTENSION_POINTS,
     FilterPlugin,
@@ -77,7 +78,7 @@ DEFAULT_PLUGINS: dict[str, list[tuple[str, int]]] = {
     "permit": [],
 }
 
-_PROFILE_KEYS = {"schedulerName", "plugins", "pluginConfig"}
+_PROFILE_KEYS = {"schedulerName", "plugins", "pluginConfig", "clusterPolicy", *BATCH_KEYS}
 
 
 @dataclass(slots=True)
@@ -99,6 +100,10 @@ class WaitingPods(Protocol):
     def allow_waiting(self, uid: str) -> None: ...
 
 
+if TYPE_CHECKING:
+    from policies.clusters.policy import ClusterPolicy
+
+
 @dataclass(slots=True)
 class Profile:
     name: str
@@ -113,6 +118,11 @@ class Profile:
     plugins: dict[str, Any]
     handle: Handle
     document: dict[str, Any] = field(default_factory=dict)
+    batch: BatchConfig | None = None
+    """``mode: batch`` (SPEC 5): queued pods are placed together by BES/TBESK; None → one pod per cycle."""
+    cluster_policy: ClusterPolicy | None = None
+    """Multi-cluster placement (SPEC 6): estimator, division strategy, weights, modeling; None → defaults
+    (`policies.clusters.cluster_policy_of` reads it)."""
 
     def plugin(self, name: str) -> Any:
         return self.plugins.get(name)
@@ -179,6 +189,14 @@ def _args(name: str, raw: Any, where: str) -> BaseModel | None:
         raise ConfigError(f"{where}: plugin {name}: {exc}") from None
 
 
+def _cluster_policy(document: Mapping[str, Any], where: str) -> ClusterPolicy | None:
+    if "clusterPolicy" not in document:
+        return None
+    from policies.clusters.policy import ClusterPolicy  # policies.clusters imports this module
+
+    return ClusterPolicy.from_document(document["clusterPolicy"], where=f"{where}: clusterPolicy")
+
+
 def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Profile:
     """Build one profile from its document (``schedulerName``, ``plugins``, ``pluginConfig``)."""
     if not isinstance(document, Mapping):
@@ -190,6 +208,10 @@ def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Pro
     unknown = set(document) - _PROFILE_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown field {sorted(unknown)[0]}")
+    try:
+        batch = parse_batch(document)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     plugins_doc = document.get("plugins") or {}
     if not isinstance(plugins_doc, Mapping):
         raise ConfigError(f"{where}: plugins must be a mapping of extension point to plugin sets")
@@ -254,6 +276,8 @@ def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Pro
         plugins=instances,
         handle=handle,
         document=dict(document),
+        batch=batch,
+        cluster_policy=_cluster_policy(document, where),
     )
     handle.profile = profile
     return profile
@@ -359,6 +383,15 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
                 ],
             },
         },
+    },
+    # Seed 003: queued pods placed together by TBESK over cpu, memory, bandwidth and disk (SPEC 5); the
+    # default filters choose each pod's candidates, and a pod the batch cannot place goes one by one.
+    "tbesk": {
+        "schedulerName": "tbesk",
+        "mode": "batch",
+        "batch_size": 100,
+        "batch_wait": 1.0,
+        "algorithm": "tbesk",
     },
 }
 

@@ -239,3 +239,32 @@ def test_a_profile_can_be_replaced_while_others_keep_running():
     assert profiles.get("default") is not before
     assert score_chain(profiles.get("default")) == [("NodeResourcesFit", 1)]
     assert profiles.get("binpack") is not None
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ({"estimator": "general", "strategy": "dynamic"}, ("general", "dynamic", True)),
+        ({"strategy": "aggregated", "modeling": False}, ("model", "aggregated", False)),
+    ],
+    ids=["a general estimator with dynamic weights", "aggregated division with modeling switched off"],
+)
+def test_a_profile_carries_its_cluster_policy(
+    policy: dict[str, object], expected: tuple[object, ...]
+) -> None:
+    profile = parse_profile({"schedulerName": "multi", "clusterPolicy": policy})
+    assert profile.cluster_policy is not None
+    assert (
+        profile.cluster_policy.estimator,
+        profile.cluster_policy.strategy,
+        profile.cluster_policy.modeling,
+    ) == expected
+
+
+def test_a_bad_cluster_policy_is_refused_naming_the_field() -> None:
+    with pytest.raises(ConfigError, match="clusterPolicy: estimator"):
+        parse_profile({"schedulerName": "multi", "clusterPolicy": {"estimator": "guess"}})
+
+
+def test_a_profile_without_a_cluster_policy_leaves_the_defaults_to_the_placer() -> None:
+    assert parse_profile({"schedulerName": "plain"}).cluster_policy is None
