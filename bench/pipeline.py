@@ -419,10 +419,6 @@ async def _measure(
         await results.wait_for(uids, timeout)
         latencies = [(results.final_at[uid] - sent[uid]) * 1000 for uid in uids if uid in results.final_at]
         latency = {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99)}
-        if os.environ.get("BENCH_DUMP"):
-            Path(os.environ["BENCH_DUMP"]).write_bytes(
-                orjson.dumps([[sent[u], results.final_at.get(u)] for u in uids])
-            )
     finally:
         await results.stop()
     return pods_per_s, rate, latency, results, warm
