@@ -32,6 +32,7 @@ __all__ = [
     "explain_files",
     "load_node_states",
     "load_pod",
+    "resolve_profiles",
     "to_portrait",
 ]
 
@@ -173,9 +174,11 @@ def build_scheduler(
     return scheduler
 
 
-def _profiles(
+def resolve_profiles(
     profile_path: str | Path | None, scheduler_name: str | None, pod: PodRequest
 ) -> tuple[ProfileSet, str]:
+    """The profile a dry cycle runs: `--profile` (one of its profiles, by `--scheduler-name` or the pod's
+    `scheduler_name`), else the built-in named so, else `default`."""
     if profile_path is None:
         name = scheduler_name or (pod.scheduler_name if pod.scheduler_name in BUILTIN_PROFILES else "default")
         if name not in BUILTIN_PROFILES:
@@ -201,7 +204,7 @@ def explain_files(
 ) -> Explanation:
     states = load_node_states(nodes)
     pod, extras = load_pod(pod_path)
-    profiles, name = _profiles(profile, scheduler_name, pod)
+    profiles, name = resolve_profiles(profile, scheduler_name, pod)
     scheduler = build_scheduler(states, profiles)
     if "portrait" in extras:
         if not isinstance(extras["portrait"], dict):

@@ -29,11 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from policies.clusters.models import DEFAULT_MODELS, ResourceModels, parse_resource_models
 from policies.clusters.summary import ClusterStatus, ClusterSummary
-from policies.explain import NodeState, build_scheduler
-from policies.framework.profile import BUILTIN_PROFILES, ProfileSet, load_profiles, parse_profile
+from policies.explain import NodeState, build_scheduler, resolve_profiles
+from policies.framework.profile import ProfileSet
 from policies.scheduler import Scheduler
 from schemas.codec import decode_json, model_from_mapping
-from schemas.exceptions import ConfigError, InvalidInput
+from schemas.exceptions import InvalidInput
 from schemas.pod import PodRequest
 from schemas.quantity import ResourceList, Resources, parse_resource_list, validate_resource_name
 
@@ -230,24 +230,3 @@ def load_request(path: str | Path) -> tuple[Resources, PodRequest]:
         return parse_request(document)
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc}") from None
-
-
-def resolve_profiles(
-    profile_path: str | Path | None, scheduler_name: str | None, pod: PodRequest
-) -> tuple[ProfileSet, str]:
-    """The profile the accurate estimator filters with, chosen as `eyrie explain` chooses it."""
-    if profile_path is None:
-        name = scheduler_name or (pod.scheduler_name if pod.scheduler_name in BUILTIN_PROFILES else "default")
-        if name not in BUILTIN_PROFILES:
-            raise ConfigError(f"no built-in profile named {name!r} (built-in: {', '.join(BUILTIN_PROFILES)})")
-        return ProfileSet([parse_profile(BUILTIN_PROFILES[name])]), name
-    loaded = load_profiles(profile_path)
-    if len(loaded) == 1 and scheduler_name is None:
-        return ProfileSet(loaded.values()), next(iter(loaded))
-    name = scheduler_name or pod.scheduler_name
-    if name not in loaded:
-        raise ConfigError(
-            f"{profile_path}: no profile named {name!r} (has: {', '.join(sorted(loaded))}); "
-            "pass --scheduler-name"
-        )
-    return ProfileSet([loaded[name]]), name

@@ -66,41 +66,23 @@ def short_topic(topics: Any, message: Any) -> str:
     return str(message.topic)[len(topics.settings.topic_prefix) :]
 
 
+def _fields(topics: Any, message: Any) -> tuple[str, int, int, bytes | None, bytes | None]:
+    return short_topic(topics, message), message.partition, message.offset, message.key, message.value
+
+
 def decode_message(topics: Any, message: Any) -> Decoded:
     """A Faust record through the shared decoder (`streams.records`): a model or a dead letter."""
-    return decode_record(
-        short_topic(topics, message),
-        message.partition,
-        message.offset,
-        message.key,
-        message.value,
-        full_topic=message.topic,
-    )
+    return decode_record(*_fields(topics, message), full_topic=message.topic)
 
 
 def decode_messages(topics: Any, message: Any) -> list[Decoded]:
     """`decode_message` for topics whose records may carry an array of events (`streams.records`)."""
-    return decode_records(
-        short_topic(topics, message),
-        message.partition,
-        message.offset,
-        message.key,
-        message.value,
-        full_topic=message.topic,
-    )
+    return decode_records(*_fields(topics, message), full_topic=message.topic)
 
 
 def envelope_of(topics: Any, message: Any) -> Envelope | DeadLetter | None:
     """A Faust record as a sequencer envelope (`streams.core.ingress`)."""
-    return envelope_from_record(
-        short_topic(topics, message),
-        message.partition,
-        message.offset,
-        message.key,
-        message.value,
-        message.headers,
-        full_topic=message.topic,
-    )
+    return envelope_from_record(*_fields(topics, message), message.headers, full_topic=message.topic)
 
 
 async def send(

@@ -68,9 +68,15 @@ async def _rebuild(settings: Any, partition: int, until: int) -> Shard:
             for message in batches.get(tp, []):
                 if message.offset >= until:
                     break
-                with contextlib.suppress(InvalidInput):  # dead-lettered when it was first seen
-                    for envelope in decode_envelopes(message.value):
-                        if isinstance(envelope, Envelope):
+                # What failed here was dead-lettered when it was first seen; skip it the same way, envelope
+                # by envelope, so the rebuilt shard is the one the live agent had.
+                try:
+                    envelopes = decode_envelopes(message.value)
+                except InvalidInput:
+                    continue
+                for envelope in envelopes:
+                    if isinstance(envelope, Envelope):
+                        with contextlib.suppress(Exception):
                             shard.feed(envelope)
             position = await consumer.position(tp)
     finally:
