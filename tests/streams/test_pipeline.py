@@ -239,6 +239,10 @@ def test_a_gang_of_four_is_placed_all_or_nothing(pipeline: Pipeline) -> None:
                     labels={"pool": "gang"},
                 )
                 await client.publish_node_event(NodeEvent(type="upsert", node=spec))
+            await client.flush()
+            # Nodes and pods travel different topics too: a pod that arrives first is declared
+            # unschedulable (a final status for wait_for) before the nodes make room for it.
+            await asyncio.sleep(2)
             group = PodGroup(name="trainers", min_available=4, timeout_s=30)
             for i in range(4):  # 4 × 3 cpu on 3 nodes of 4 cpu: the whole gang cannot fit
                 await client.publish_pod(
