@@ -36,9 +36,6 @@ import asyncio
 import contextlib
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -57,6 +54,7 @@ from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
 from streams.broker import resolved_broker
 from streams.core.sequencer import Envelope, Kind, Shard, decode_envelopes
+from streams.demo.processes import start_role, stop_all
 from streams.settings import Settings, load_settings
 from streams.topics import ensure_topics
 
@@ -115,27 +113,6 @@ def in_process_rate(workload: Workload) -> tuple[float, int]:
 
 
 # ------------------------------------------------------------------------------------------ processes
-
-
-def start_role(
-    role: str, env: dict[str, str], logs: Path, cprofile: Path | None, suffix: str = ""
-) -> subprocess.Popen[bytes]:
-    command = [sys.executable]
-    if cprofile is not None:
-        command += ["-m", "cProfile", "-o", str(cprofile / f"{role}{suffix}.prof")]
-    command += ["-m", "streams.cli", role]
-    log = open(logs / f"{role}{suffix}.log", "ab")  # noqa: SIM115 (the child owns it)
-    return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
-    for process in processes:
-        process.send_signal(signal.SIGTERM)
-    for process in processes:
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 # ------------------------------------------------------------------------------------------ Kafka side
@@ -450,12 +427,14 @@ def run(args: argparse.Namespace) -> Figures:
         asyncio.run(publish_backlog(settings, workload, args.samples_per_record))
         print(f"published {len(workload.nodes)} nodes and {args.samples} samples; starting", flush=True)
         cprofile = Path(args.cprofile) if args.cprofile is not None else None
-        processes = [start_role("applier", env, out, cprofile)]
+        processes = [start_role("applier", env, out, cprofile=cprofile)]
         for i in range(args.workers):
             # Each worker its own data directory; they share the consumer group, so Kafka splits the
             # input partitions between them (the sequencer partition, one per shard, goes to one).
             worker_env = {**env, "EYRIE_DATA_DIR": str(out / f"faust-{i}")}
-            processes.append(start_role("worker", worker_env, out, cprofile, suffix=f"-{i}" if i else ""))
+            processes.append(
+                start_role("worker", worker_env, out, cprofile=cprofile, suffix=f"-{i}" if i else "")
+            )
         try:
             drains = asyncio.run(metrics_drain_seconds(settings, args.timeout))
             single, batched = ((args.samples + settings.partitions) / d / args.workers for d in drains)
@@ -475,7 +454,7 @@ def run(args: argparse.Namespace) -> Figures:
                 )
             )
         finally:
-            stop(processes)
+            stop_all(processes)
     uids = [pod.uid for pod in workload.pods]
     return Figures(
         nodes=args.nodes,

@@ -32,6 +32,7 @@ __all__ = [
     "explain_files",
     "load_node_states",
     "load_pod",
+    "read_json_file",
     "resolve_profiles",
     "to_portrait",
 ]
@@ -88,7 +89,8 @@ class NodeState(BaseModel):
         )
 
 
-def _read_json(path: str | Path) -> Any:
+def read_json_file(path: str | Path) -> Any:
+    """A JSON file's document; an unreadable file or bad JSON is `InvalidInput` naming the path."""
     try:
         text = Path(path).read_bytes()
     except OSError as exc:
@@ -100,7 +102,7 @@ def _read_json(path: str | Path) -> Any:
 
 
 def load_node_states(path: str | Path) -> list[NodeState]:
-    document = _read_json(path)
+    document = read_json_file(path)
     if not isinstance(document, list):
         raise InvalidInput(f"{path}: expected a JSON list of node states")
     states = []
@@ -118,7 +120,7 @@ def load_node_states(path: str | Path) -> list[NodeState]:
 
 def load_pod(path: str | Path) -> tuple[PodRequest, dict[str, Any]]:
     """The pod, and the extras SPEC 7 allows beside a PodRequest (``portrait``)."""
-    document = _read_json(path)
+    document = read_json_file(path)
     if not isinstance(document, dict):
         raise InvalidInput(f"{path}: expected a JSON object (a PodRequest)")
     extras = {key: document.pop(key) for key in ("portrait",) if key in document}

@@ -81,13 +81,18 @@ def decode_record(
         model = decode_topic_value(short_topic, value)
     except InvalidInput as exc:
         return Decoded(dead_letter=dead_letter(topic, partition, offset, key, value, str(exc)))
-    expected = _identity(model)
-    if expected is not None:
-        actual = key.decode("utf-8", errors="replace") if key is not None else None
-        if actual != expected:
-            error = f"key: record key {actual!r} does not match {expected!r}"
-            return Decoded(dead_letter=dead_letter(topic, partition, offset, key, value, error))
+    mismatch = _key_mismatch(model, key)
+    if mismatch is not None:
+        return Decoded(dead_letter=dead_letter(topic, partition, offset, key, value, f"key: {mismatch}"))
     return Decoded(value=model)
+
+
+def _key_mismatch(model: Any, key: bytes | None) -> str | None:
+    expected = _identity(model)
+    if expected is None:
+        return None
+    actual = key.decode("utf-8", errors="replace") if key is not None else None
+    return None if actual == expected else f"record key {actual!r} does not match {expected!r}"
 
 
 BATCHED_TOPICS = frozenset({"metrics"})
@@ -114,7 +119,6 @@ def decode_records(
     except orjson.JSONDecodeError as exc:
         return [Decoded(dead_letter=dead_letter(topic, partition, offset, key, value, f"not JSON: {exc}"))]
     parse = TOPIC_MODELS[short_topic]
-    actual = key.decode("utf-8", errors="replace") if key is not None else None
     decoded: list[Decoded] = []
     for i, item in enumerate(items):
         try:
@@ -122,11 +126,11 @@ def decode_records(
         except InvalidInput as exc:
             error = str(exc)
         else:
-            expected = _identity(model)
-            if expected is None or actual == expected:
+            mismatch = _key_mismatch(model, key)
+            if mismatch is None:
                 decoded.append(Decoded(value=model))
                 continue
-            error = f"[{i}].key: record key {actual!r} does not match {expected!r}"
+            error = f"[{i}].key: {mismatch}"
         decoded.append(
             Decoded(dead_letter=dead_letter(topic, partition, offset, key, orjson.dumps(item), error))
         )

@@ -29,10 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from policies.clusters.models import DEFAULT_MODELS, ResourceModels, parse_resource_models
 from policies.clusters.summary import ClusterStatus, ClusterSummary
-from policies.explain import NodeState, build_scheduler, resolve_profiles
+from policies.explain import NodeState, build_scheduler, read_json_file, resolve_profiles
 from policies.framework.profile import ProfileSet
 from policies.scheduler import Scheduler
-from schemas.codec import decode_json, model_from_mapping
+from schemas.codec import model_from_mapping
 from schemas.exceptions import InvalidInput
 from schemas.pod import PodRequest
 from schemas.quantity import ResourceList, Resources, parse_resource_list, validate_resource_name
@@ -179,19 +179,8 @@ def parse_clusters(document: object) -> list[ClusterInput]:
     return clusters
 
 
-def _read_json(path: str | Path) -> Any:
-    try:
-        text = Path(path).read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"{path}: {exc.strerror or exc}") from None
-    try:
-        return decode_json(text)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{path}: {exc}") from None
-
-
 def load_clusters(path: str | Path) -> list[ClusterInput]:
-    document = _read_json(path)
+    document = read_json_file(path)
     try:
         return parse_clusters(document)
     except InvalidInput as exc:
@@ -225,7 +214,7 @@ def parse_request(document: object) -> tuple[Resources, PodRequest]:
 
 
 def load_request(path: str | Path) -> tuple[Resources, PodRequest]:
-    document = _read_json(path)
+    document = read_json_file(path)
     try:
         return parse_request(document)
     except InvalidInput as exc:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -29,6 +27,7 @@ from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
 from streams.broker import resolved_broker
 from streams.client import EyrieClient, latest_decisions
+from streams.demo.processes import start_role, stop_all
 from streams.demo.report import deleted_uids, render_table, summarize, write_plots
 from streams.demo.workload import generate_gpu_like_log, slice_gpu_trace
 from streams.replay import replay_live
@@ -83,12 +82,6 @@ async def _wait_for_worker(settings: Settings, timeout: float) -> float:
     return time.monotonic() - started
 
 
-def _start(role: str, env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
-    eyrie = Path(sys.executable).parent / "eyrie"
-    log = open(logs / f"{role}.log", "ab")  # noqa: SIM115 (the child owns it)
-    return subprocess.Popen([str(eyrie), role], env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
 def run_demo(trace: str | None, pods: int, nodes: int, out: Path, timeout: float) -> dict[str, object]:
     out.mkdir(parents=True, exist_ok=True)
     log = _workload(trace, out, pods, nodes)
@@ -108,7 +101,7 @@ def run_demo(trace: str | None, pods: int, nodes: int, out: Path, timeout: float
         }
         settings = load_settings(env=env)
         asyncio.run(ensure_topics(settings))
-        processes = [_start("worker", env, out), _start("applier", env, out)]
+        processes = [start_role("worker", env, out), start_role("applier", env, out)]
         print(f"broker {bootstrap}; worker and applier started (topics {prefix}*, logs in {out})", flush=True)
         try:
             ready = asyncio.run(_wait_for_worker(settings, timeout))
@@ -128,13 +121,7 @@ def run_demo(trace: str | None, pods: int, nodes: int, out: Path, timeout: float
                 time.sleep(1.0)
             wall = time.monotonic() - started
         finally:
-            for process in processes:
-                process.send_signal(signal.SIGTERM)
-            for process in processes:
-                try:
-                    process.wait(20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            stop_all(processes)
     summary = summarize(
         list(specs.values()),
         [d.to_json() for d in decisions if d.uid in uids],

@@ -1,0 +1,36 @@
+"""Worker and applier subprocesses for `make demo` and `bench.pipeline`: started with their logs in a
+directory, stopped with SIGTERM (Faust's clean shutdown), killed only if they do not stop."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["start_role", "stop_all"]
+
+STOP_GRACE_S = 30.0
+
+
+def start_role(
+    role: str, env: dict[str, str], logs: Path, *, cprofile: Path | None = None, suffix: str = ""
+) -> subprocess.Popen[bytes]:
+    """`eyrie ROLE` in this interpreter, output to LOGS/ROLE[SUFFIX].log; under cProfile when asked."""
+    command = [sys.executable]
+    if cprofile is not None:
+        command += ["-m", "cProfile", "-o", str(cprofile / f"{role}{suffix}.prof")]
+    command += ["-m", "streams.cli", role]
+    log = open(logs / f"{role}{suffix}.log", "ab")  # noqa: SIM115 (the child owns it)
+    return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop_all(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
