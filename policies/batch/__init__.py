@@ -6,6 +6,8 @@
   keeps every returned assignment within capacity.
 - `policies.batch.greedy`: LRA and BRA (the paper's eq. 1 and 2), S_N one by one, and the Z reference
   (greedy on Z + single-pod-move local search).
+- `policies.batch.windows`: a long batch as consecutive windows, each optimised on what the earlier ones
+  filled (the batch mode's ``batch_size``).
 - `policies.batch.config`: ``mode: batch`` and its settings in a profile.
 - `policies.batch.placement`: a batch of queued pods on a scheduler snapshot → problem → rows.
 """
@@ -45,6 +47,7 @@ from policies.batch.model import (
     z_per_node,
 )
 from policies.batch.placement import BatchPlan, batch_seed, candidate_mask, plan_batch, problem_from_snapshot
+from policies.batch.windows import optimise_windows
 
 __all__ = [
     "ALGORITHMS",
@@ -81,6 +84,7 @@ __all__ = [
     "make_problem",
     "node_scores",
     "optimise",
+    "optimise_windows",
     "parse_batch",
     "plan_batch",
     "pod_scores",

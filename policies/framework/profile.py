@@ -393,6 +393,17 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "batch_wait": 1.0,
         "algorithm": "tbesk",
     },
+    # The same optimiser tuned to the metric the paper reports: windows of 20 queued pods (a budget of 30
+    # eagles × 100 iterations explores 20 dimensions well, 1,800 barely) and Z_avg of the cluster as the
+    # fitness instead of Σ S_N. On the paper experiment it is ~40 % below LRA where `tbesk` is ~20 %.
+    "tbesk-z": {
+        "schedulerName": "tbesk-z",
+        "mode": "batch",
+        "batch_size": 20,
+        "batch_wait": 1.0,
+        "algorithm": "tbesk",
+        "batch_args": {"objective": "z"},
+    },
 }
 
 

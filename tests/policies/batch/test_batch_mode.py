@@ -123,6 +123,24 @@ def test_the_tbesk_builtin_profile_is_batch_mode_with_the_spec_defaults():
     assert parse_profile(BUILTIN_PROFILES["default"]).batch is None
 
 
+def test_the_tbesk_z_builtin_profile_optimises_windows_of_20_pods_on_z_avg():
+    profile = parse_profile(BUILTIN_PROFILES["tbesk-z"])
+    assert profile.batch is not None
+    assert (profile.batch.algorithm, profile.batch.batch_size, profile.batch.args.objective) == (
+        "tbesk",
+        20,
+        "z",
+    )
+
+
+def test_the_tbesk_z_builtin_profile_places_a_full_window_through_the_scheduler():
+    s = scheduler(cluster(), BUILTIN_PROFILES["tbesk-z"])
+    for i in range(20):
+        s.add_pod(batch_pod(f"p{i:02d}", profile="tbesk-z"), 0.0)
+    placed = [o for o in s.schedule(0.0) if isinstance(o, Placed)]
+    assert len(placed) == 20
+
+
 # ---------------------------------------------------------------------------------- scheduler
 
 
