@@ -60,10 +60,13 @@ def replay_offline(
     *,
     profiles: ProfileSet | None = None,
     on_event: Callable[[], None] | None = None,
+    shard: Shard | None = None,
 ) -> OfflineResult:
-    """Run the log through the metrics core, the placement shard and the ledger, all in this process."""
+    """Run the log through the metrics core, the placement shard and the ledger, all in this process.
+    `shard` is the placement shard to feed (a fresh one with `profiles` by default): pass one to look at
+    it afterwards, e.g. at its placer's cluster summaries and divisions."""
     started = time.perf_counter()
-    shard = Shard(profiles)
+    shard = shard if shard is not None else Shard(profiles)
     metrics = MetricsCore(summary_interval=settings.summary_interval)
     ledger = Ledger({}, {})
     bindings: dict[str, Binding] = {}

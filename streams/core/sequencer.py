@@ -13,6 +13,13 @@ by event time, not by which Kafka partition happened to be fetched first:
 
 The sequencer partition is also the shard's changelog: replaying it from the start rebuilds exactly the
 state a crashed worker had (every input, ticks included, is on it, and nothing here reads a clock).
+
+A shard may hold nodes of several clusters (``NodeSpec.cluster``). A single pod (``replicas`` 1) is placed
+on any node of the shard, as it always was. A workload (``replicas`` > 1) is placed in two levels by a
+`TwoLevelPlacer` that shares the shard's scheduler: its profile's ``clusterPolicy`` divides the replicas
+among the shard's clusters (all of them, or the one its ``eyrie.io/cluster`` label pins), and each replica
+is placed on a node of its cluster. The placer keeps one resource summary per cluster, fed by the same
+envelopes (every pod counts, single or replica), and re-divides replicas that are lost.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from policies.clusters.placement import TwoLevelPlacer
 from policies.framework.profile import ProfileSet, parse_profile
 from policies.scheduler import Evicted, Outcome, Placed, Scheduler, Unschedulable
 from schemas.codec import model_from_mapping, to_jsonable
@@ -109,6 +117,9 @@ class Envelope:
     """``topic/partition`` it was forwarded from (watermarks are per source)."""
     seq: float = math.inf
     """Line of the replayed log it came from; inf for live input (after replayed input of equal ts)."""
+    offset: int = -1
+    """Offset of the input record in `source` (-1: not forwarded from a record). A forwarder that restarts
+    resends what it forwarded after its last commit; the shard drops what it already applied by these."""
 
 
 def _config_value(data: object) -> dict[str, Any]:
@@ -148,6 +159,7 @@ def _envelope_json(envelope: Envelope) -> dict[str, Any]:
         "seq": None if math.isinf(envelope.seq) else envelope.seq,
         "src": envelope.source,
         "v": _jsonable(envelope.value),
+        **({"o": envelope.offset} if envelope.offset >= 0 else {}),
     }
 
 
@@ -206,8 +218,11 @@ def _envelope_from_json(data: object) -> Envelope:
     source = data.get("src", "")
     if not isinstance(source, str):
         raise InvalidInput("must be a string", field="src")
+    offset = data.get("o", -1)
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < -1:
+        raise InvalidInput("must be a record offset ≥ 0", field="o")
     value = _VALUE_READERS[kind](data.get("v"))
-    return Envelope(kind, float(ts), value, source, math.inf if seq is None else float(seq))
+    return Envelope(kind, float(ts), value, source, math.inf if seq is None else float(seq), offset)
 
 
 @dataclass(slots=True)
@@ -302,11 +317,25 @@ class Shard:
         self.cluster = cluster
         self.now = 0.0
         self.pods: dict[str, PodRequest] = {}
-        """Every pod placement still owns (queued, assumed or bound), for requeueing it after a conflict."""
+        """Every single pod placement still owns (queued, assumed or bound), for requeueing it after a
+        conflict. Workloads and their replicas are the placer's."""
         self._verdicts: dict[str, tuple[str, ...]] = {}
         self.counters: Counter[str] = Counter()
+        self._applied_offsets: dict[str, int] = {}
+        """Per source partition, the offset of the last input record applied (see `feed`)."""
+        self.placer = TwoLevelPlacer(scheduler=self.scheduler, counters=self.counters)
+        """Divides workloads among the shard's clusters; every node and pod event goes through it, so its
+        per-cluster summaries count what the scheduler holds."""
 
     def feed(self, envelope: Envelope) -> list[Output]:
+        if envelope.offset >= 0:
+            # A source partition reaches this shard in offset order; a forwarder that restarted resends
+            # from its last commit, and those copies must not apply twice (a pod deleted in between would
+            # otherwise be placed again).
+            if envelope.offset <= self._applied_offsets.get(envelope.source, -1):
+                self.counters["duplicate"] += 1
+                return []
+            self._applied_offsets[envelope.source] = envelope.offset
         outputs: list[Output] = []
         for ready in self.reorder.push(envelope):
             outputs.extend(self.apply(ready))
@@ -323,29 +352,37 @@ class Shard:
         so the decisions do not depend on how envelopes were batched on the way in."""
         self.now = now = envelope.ts if self.reorder.session is not None else max(self.now, envelope.ts)
         self.counters[envelope.kind.value] += 1
-        scheduler, value = self.scheduler, envelope.value
-        outcomes: list[Outcome] = []
+        scheduler, placer, value = self.scheduler, self.placer, envelope.value
+        outcomes: list[Outcome] = []  # straight from the scheduler: the placer sees them below
+        settled: list[Outcome] = []  # from the placer, which has seen them already
         releases: list[Output] = []
         match envelope.kind:
             case Kind.NODE:
-                if value.type != "upsert" and value.node.name not in scheduler.snapshot.index:
-                    releases.append(Refused(envelope, f"node: unknown node {value.node.name!r}"))
+                refusal = self._node_refusal(value)
+                if refusal is not None:
+                    releases.append(Refused(envelope, refusal))
                 else:
-                    outcomes = self._node_event(value, now)
+                    settled = self._node_event(value, now)
             case Kind.POD:
-                if value.uid not in self.pods:
+                if value.replicas > 1 or placer.workload(value.uid) is not None:
+                    settled = self._workload(value, now)
+                elif value.uid not in self.pods and placer.replica(value.uid) is None:
                     self.pods[value.uid] = value
                     outcomes = scheduler.add_pod(value, now)
                 else:
                     self.counters["duplicate_pod"] += 1
             case Kind.DELETE:
-                self.pods.pop(value.uid, None)
-                self._verdicts.pop(value.uid, None)
-                record = scheduler.snapshot.pods.get(value.uid)
-                if record is not None:
-                    node = scheduler.snapshot.names[record.row] or ""
-                    releases.append(Release(PodDeleted(uid=value.uid, ts=max(now, 0.0)), node))
-                outcomes = scheduler.delete_pod(value.uid, now)
+                if placer.workload(value.uid) is not None or placer.replica(value.uid) is not None:
+                    settled = self._delete_replicas(value.uid, now)
+                else:
+                    self.pods.pop(value.uid, None)
+                    self._verdicts.pop(value.uid, None)
+                    record = scheduler.snapshot.pods.get(value.uid)
+                    if record is not None:
+                        node = scheduler.snapshot.names[record.row] or ""
+                        releases.append(Release(PodDeleted(uid=value.uid, ts=max(now, 0.0)), node))
+                    placer.released(value.uid)
+                    outcomes = scheduler.delete_pod(value.uid, now)
             case Kind.SUMMARY:
                 self._summary(value)
             case Kind.WORKLOAD:
@@ -353,7 +390,10 @@ class Shard:
                 if portrait is not None:
                     scheduler.snapshot.usage.set_workload_portrait(value.workload, portrait)
             case Kind.RESULT:
-                outcomes = self._result(value, now)
+                if placer.replica(value.uid) is not None:
+                    settled = self._replica_result(value, now)
+                else:
+                    outcomes = self._result(value, now)
             case Kind.CONFIG:
                 self._config(value)
             case Kind.TICK:
@@ -361,17 +401,56 @@ class Shard:
             case Kind.WATERMARK:
                 pass
         outcomes.extend(scheduler.schedule(now))
-        return releases + self._outputs(outcomes, now)
+        settled += placer.observe(outcomes, now)
+        settled += placer.retry(now)
+        stamp = max(now, 0.0)
+        releases += [Release(PodDeleted(uid=uid, ts=stamp), node) for uid, node in placer.take_releases()]
+        return releases + self._outputs(settled, now)
+
+    def _node_refusal(self, event: NodeEvent) -> str | None:
+        name = event.node.name
+        if event.type != "upsert":
+            return None if name in self.scheduler.snapshot.index else f"node: unknown node {name!r}"
+        cluster = self.placer.cluster_of_node(name)
+        if cluster is not None and cluster != event.node.cluster:
+            # Its pods were counted in the other cluster's summary and its replicas divided to it there.
+            moved_to = event.node.cluster
+            return f"node: {name!r} is in cluster {cluster!r}; delete it before moving it to {moved_to!r}"
+        return None
 
     def _node_event(self, event: NodeEvent, now: float) -> list[Outcome]:
-        scheduler, name = self.scheduler, event.node.name
+        placer, name = self.placer, event.node.name
         if event.type == "upsert":
-            scheduler.upsert_node(event.node)
+            placer.upsert_node(event.node)
             return []
         if event.type == "delete":
-            return scheduler.remove_node(name, now)
-        scheduler.set_unschedulable(name, event.type == "cordon")
+            return placer.remove_node(name, now)
+        placer.set_unschedulable(name, event.type == "cordon")
         return []
+
+    def _workload(self, pod: PodRequest, now: float) -> list[Outcome]:
+        """A workload's request: placed the first time, rescaled when its replicas change, else a
+        duplicate."""
+        existing = self.placer.workload(pod.uid)
+        if existing is None and (pod.uid in self.pods or self.placer.replica(pod.uid) is not None):
+            self.counters["duplicate_pod"] += 1  # the uid is a single pod's, or a replica's
+            return []
+        if existing is not None and existing.replicas == pod.replicas:
+            self.counters["duplicate_pod"] += 1
+            return []
+        self.counters["workloads" if existing is None else "rescales"] += 1
+        return self.placer.place(pod, now).outcomes
+
+    def _delete_replicas(self, uid: str, now: float) -> list[Outcome]:
+        """A workload's deletion releases all its replicas; a replica's releases it, and the workload gets
+        a new one (as a ReplicaSet recreates a deleted pod: it still wants as many)."""
+        placer = self.placer
+        if placer.workload(uid) is not None:
+            for replica in [*placer.pending(uid), *(r for rs in placer.replicas(uid).values() for r in rs)]:
+                self._verdicts.pop(replica, None)
+            return placer.delete_workload(uid, now)
+        self._verdicts.pop(uid, None)
+        return placer.delete_replica(uid, now)
 
     def _summary(self, summary: NodeSummary) -> None:
         snapshot = self.scheduler.snapshot
@@ -393,17 +472,34 @@ class Shard:
         if result.status == "applied":
             record = self.scheduler.snapshot.pods.get(result.uid)
             if record is not None and self.scheduler.snapshot.names[record.row] == result.node:
-                self.scheduler.confirm(result.uid)
+                self.placer.confirm(result.uid)
             return []
         if result.status == "conflict":
             record = self.scheduler.snapshot.pods.get(result.uid)
             if record is None or self.scheduler.snapshot.names[record.row] != result.node:
                 return []  # an older attempt's conflict: the pod has moved on
             self.counters["conflicts"] += 1
+            self.placer.released(result.uid)
             return self.scheduler.conflict(pod, now, result.attempt)
         # rejected: the applier will never bind it (deleted, or bound elsewhere); placement lets go.
         self.pods.pop(result.uid, None)
+        self.placer.released(result.uid)
         return self.scheduler.delete_pod(result.uid, now)
+
+    def _replica_result(self, result: BindingResult, now: float) -> list[Outcome]:
+        if result.status == "unschedulable":
+            return []
+        snapshot = self.scheduler.snapshot
+        record = snapshot.pods.get(result.uid)
+        if record is None or snapshot.names[record.row] != result.node:
+            return []  # an older attempt's answer: the replica has moved on, or waits for a division
+        if result.status == "applied":
+            self.placer.confirm(result.uid)
+            return []
+        if result.status == "conflict":
+            self.counters["conflicts"] += 1
+            return self.placer.conflict(result.uid, now, result.attempt, result.reasons)
+        return self.placer.reject(result.uid, now)
 
     def _config(self, value: dict[str, Any]) -> None:
         document = value.get("document")
@@ -416,6 +512,7 @@ class Shard:
             self.last_config_error = f"profile {value.get('name')!r}: {exc}"
             return
         self.scheduler.profiles.replace(profile)
+        self.placer.changes += 1  # a waiting workload may have been waiting for this profile
         self.counters["config_applied"] += 1
 
     def _outputs(self, outcomes: list[Outcome], now: float) -> list[Output]:
@@ -424,6 +521,8 @@ class Shard:
             if isinstance(outcome, Placed):
                 self._verdicts.pop(outcome.uid, None)
                 pod = self.pods.get(outcome.uid)
+                if pod is None:
+                    pod = self.placer.replica(outcome.uid)
                 outputs.append(
                     Binding(
                         uid=outcome.uid,
@@ -444,11 +543,14 @@ class Shard:
                 if self._verdicts.get(outcome.uid) == kinds:
                     continue  # the same verdict again after a retry (node counts aside): nothing new to say
                 self._verdicts[outcome.uid] = kinds
+                # A replica's verdict names the cluster it waits in, or none while it waits for a division.
+                replica = self.placer.replica(outcome.uid) is not None
+                cluster = self.placer.replica_cluster(outcome.uid) if replica else self.cluster
                 outputs.append(
                     BindingResult(
                         uid=outcome.uid,
                         node=None,
-                        cluster=self.cluster,
+                        cluster=cluster,
                         status="unschedulable",
                         reasons=list(outcome.reasons),
                         at=max(now, 0.0),

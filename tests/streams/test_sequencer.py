@@ -381,3 +381,52 @@ def test_gang_members_arriving_one_at_a_time_are_placed_together_once_the_group_
     assert not bindings(outputs)
     outputs += shard.feed(env(Kind.TICK, 3.0, None, "tick"))  # past the first members' backoff
     assert set(bindings(outputs)) == {"m0", "m1", "m2"}
+
+
+# ------------------------------------------------------------------------------ forwarded twice
+
+
+def forwarded(kind: Kind, ts: float, value: Any, offset: int, source: str = "pod-requests/0") -> Envelope:
+    return Envelope(kind, ts, value, source, math.inf, offset)
+
+
+def test_copies_a_restarted_forwarder_resends_apply_once_so_a_deleted_pod_is_not_placed_again() -> None:
+    shard = Shard()
+    shard.feed(forwarded(Kind.NODE, 0.0, node("n1"), 0, "node-events/0"))
+    first = [
+        forwarded(Kind.POD, 1.0, pod("p"), 10),
+        forwarded(Kind.DELETE, 2.0, PodDeleted(uid="p", ts=2.0), 11),
+    ]
+    placed = shard.feed_all(first)
+    assert bindings(placed) == {"p": "n1"}
+    # The forwarder died before committing offset 11, and sends both again after its restart.
+    again = shard.feed_all(first)
+    assert again == []
+    assert shard.counters["duplicate"] == 2
+    assert "p" not in shard.scheduler.snapshot.pods
+
+
+@pytest.mark.parametrize(
+    ("offsets", "placed"),
+    [
+        pytest.param([5, 6], {"a", "b"}, id="Increasing offsets of one source all apply."),
+        pytest.param([6, 5], {"a"}, id="An offset at or below the last applied one of its source is a copy."),
+        pytest.param([-1, -1], {"a", "b"}, id="Envelopes without an offset (offline, results) always apply."),
+    ],
+)
+def test_only_offsets_above_the_last_applied_one_of_their_source_apply(offsets, placed) -> None:
+    shard = Shard()
+    shard.feed(forwarded(Kind.NODE, 0.0, node("n1"), 0, "node-events/0"))
+    outputs = []
+    for uid, offset in zip(("a", "b"), offsets, strict=True):
+        outputs += shard.feed(forwarded(Kind.POD, 1.0, pod(uid), offset))
+    assert set(bindings(outputs)) == placed
+
+
+def test_the_offset_travels_in_the_sequencer_record_and_a_bad_one_is_refused() -> None:
+    envelope = forwarded(Kind.POD, 1.0, pod("p"), 42)
+    assert decode_envelope(encode_envelope(envelope)).offset == 42
+    data = orjson.loads(encode_envelope(envelope))
+    data["o"] = "42"
+    with pytest.raises(InvalidInput, match="o"):
+        decode_envelope(orjson.dumps(data))

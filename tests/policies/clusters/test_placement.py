@@ -5,6 +5,7 @@ import pytest
 from policies.clusters.placement import TwoLevelPlacer
 from policies.clusters.policy import ClusterPolicy, cluster_policy_of
 from policies.framework.profile import ProfileSet, parse_profile
+from policies.scheduler import Placed
 from schemas.node import NodeSpec
 from schemas.pod import PodRequest
 from schemas.quantity import Resources
@@ -84,10 +85,12 @@ def test_rescaling_adds_where_the_division_says_and_removes_the_newest_replicas(
     )
 
 
-def test_a_shortfall_places_nothing():
+def test_a_shortfall_places_nothing_and_tells_each_waiting_replica_why():
     p = placer(ClusterPolicy(estimator="general", strategy="dynamic"))
     result = p.place(workload("huge", 100), now=0.0)
-    assert not result.division.feasible and result.outcomes == [] and p.replicas("huge") == {}
+    assert not result.division.feasible and result.placed == [] and p.replicas("huge") == {}
+    assert [o.uid for o in result.unschedulable] == p.pending("huge") == [f"huge-{i}" for i in range(100)]
+    assert "can take 24 of the 100" in result.unschedulable[0].reasons[0]
 
 
 def test_confirmed_replicas_move_from_allocating_to_allocated():
@@ -128,3 +131,64 @@ def test_a_bad_cluster_policy_names_the_field():
         ClusterPolicy.from_document({"strategy": "spread"})
     with pytest.raises(ConfigError, match=r"weights\.a"):
         ClusterPolicy.from_document({"weights": {"a": -1}})
+
+
+# ------------------------------------------------------------------------------ keeping replicas
+
+
+def live_replicas(p, uid):
+    return {r: cluster for cluster, uids in p.replicas(uid).items() for r in uids}
+
+
+def test_a_removed_nodes_replicas_are_divided_again_under_new_uids():
+    p = placer(ClusterPolicy(estimator="general", strategy="dynamic"))
+    first = p.place(workload("web", 6), now=0.0)
+    on_west = [o.uid for o in first.placed if o.node == "west-0"]
+    outcomes = p.remove_node("west-0", now=1.0)
+    replaced = [o.uid for o in outcomes if isinstance(o, Placed)]
+    assert replaced == [f"web-{6 + i}" for i in range(len(on_west))]
+    assert set(live_replicas(p, "web")) == {f"web-{i}" for i in range(6)} - set(on_west) | set(replaced)
+    assert set(live_replicas(p, "web").values()) == {"east"}  # west has no node left
+
+
+def test_a_replica_its_cluster_cannot_place_goes_to_another_cluster():
+    # The summary sees 2 × 3 free cores in east as room for three 2-core replicas; only two fit.
+    p = placer(ClusterPolicy(estimator="general", strategy="dynamic"), sizes=(("east", 2), ("west", 1)))
+    p.upsert_node(node("east-0", "east", cores=3))
+    p.upsert_node(node("east-1", "east", cores=3))
+    result = p.place(workload("web", 6, cores=2), now=0.0)
+    assert result.division.assignment == {"east": 3, "west": 3}
+    (again,) = result.later
+    assert again.new_replicas() == {"west": 1} and again.estimates["east"] == 0
+    assert not result.unschedulable and len(result.placed) == 6
+    assert sorted(live_replicas(p, "web").values()) == ["east"] * 2 + ["west"] * 4
+
+
+def test_replicas_that_fit_nowhere_wait_and_are_divided_again_once_a_cluster_changes():
+    p = placer(ClusterPolicy(estimator="general", strategy="dynamic"))
+    waiting = p.place(workload("big", 30), now=0.0)
+    assert not waiting.placed and len(p.pending("big")) == 30
+    assert p.schedule(now=1.0) == []  # nothing changed: no division is tried
+    p.upsert_node(node("north-0", "north", cores=16))
+    placed = [o for o in p.schedule(now=2.0) if isinstance(o, Placed)]
+    assert sorted(o.uid for o in placed) == sorted(f"big-{i}" for i in range(30))
+    assert p.pending("big") == []
+
+
+def test_a_deleted_replica_is_replaced_and_the_workload_keeps_its_size():
+    p = placer(ClusterPolicy(estimator="general", strategy="aggregated"))
+    p.place(workload("web", 4), now=0.0)
+    outcomes = p.delete_replica("web-1", now=1.0)
+    assert [o.uid for o in outcomes if isinstance(o, Placed)] == ["web-4"]
+    assert sorted(live_replicas(p, "web")) == ["web-0", "web-2", "web-3", "web-4"]
+    summary = p.summary("east")
+    assert (
+        summary.allocating["pods"] == 4
+        and (
+            summary.allocatable,
+            summary.allocated,
+            summary.allocating,
+            list(summary.grade_counts),
+        )
+        == summary.recount()
+    )

@@ -77,13 +77,16 @@ def events():
 
 
 def check(placer, placement, audit):
-    for cluster, added in placement.new_replicas().items():
-        assert added <= placement.estimates[cluster], (placement.workload, cluster, placement.estimates)
-    chosen = {uid: cluster for cluster, uids in placement.added.items() for uid in uids}
+    # A placement may lead to more divisions (replicas a cluster could not place, divided again).
+    chosen = {}
+    for division in (placement, *placement.later):
+        for cluster, added in division.new_replicas().items():
+            assert added <= division.estimates[cluster], (division.workload, cluster, division.estimates)
+        chosen.update({uid: cluster for cluster, uids in division.added.items() for uid in uids})
+        audit["divisions"] += 1
+        audit["replicas"] += sum(division.new_replicas().values())
     for placed in placement.placed:
         assert placed.cluster == chosen[placed.uid]
-    audit["divisions"] += 1
-    audit["replicas"] += sum(placement.new_replicas().values())
     audit["placed"] += len(placement.placed)
     audit["unschedulable"] += len(placement.unschedulable)
     audit["short"] += not placement.division.feasible
