@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install lint typecheck test test-fast bench demo clean
+.PHONY: install lint typecheck test test-fast test-faults soak bench demo clean
 
 install: $(STAMP)
 
@@ -28,6 +28,14 @@ test: lint typecheck
 # Everything that does not need a broker.
 test-fast: install
 	$(BIN)/pytest -m 'not kafka'
+
+# The fault cases alone (CI runs them within `make test`): a 20,000-pod replay per fault, and the table.
+test-faults: install
+	$(BIN)/pytest tests/faults
+
+# One million samples and 100,000 pods through one worker: RSS and throughput by round, soak.png.
+soak: install
+	$(BIN)/python -m bench.soak
 
 bench: install
 	$(BIN)/python -m bench.codec

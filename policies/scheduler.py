@@ -114,7 +114,12 @@ class _Queued:
     attempt: int = 0
     backoff_until: float = 0.0
     unschedulable_since: float = 0.0
-    moved: bool = False  # the cluster changed since it failed
+    moved: bool = False
+    """Retry once the backoff ends even if the cluster does not change (time lifts the rejection, or a
+    member of its gang arrived)."""
+    failed_change: int = 0
+    """The scheduler's count of cluster changes when the pod failed: any later change makes it worth a
+    retry."""
 
 
 @dataclass(slots=True)
@@ -190,6 +195,16 @@ class Scheduler:
         self._queue: dict[str, _Queued] = {}
         self._active: list[tuple[tuple[Any, ...], int, str]] = []
         self._unschedulable: dict[str, _Queued] = {}
+        # Unschedulable pods wait in two places, so that an event or a flush costs what it releases, not a
+        # scan of every unschedulable pod (thousands of them on a saturated cluster, on every event):
+        # a heap by the end of their backoff, then, if the cluster has not changed since they failed,
+        # `_parked` until it does (or until UNSCHEDULABLE_FLUSH_S, a second heap).
+        self._changes = 0
+        self._backoffs: list[tuple[float, int, str]] = []
+        self._parked: dict[str, _Queued] = {}
+        self._parked_changes = 0
+        self._flushes: list[tuple[float, int, str]] = []
+        self._nudged: list[str] = []
         self._waiting: dict[str, _Wait] = {}
         self._arrivals = 0
         self._outbox: list[Outcome] = []
@@ -237,6 +252,7 @@ class Scheduler:
             for waiting in self._unschedulable.values():
                 if waiting.pod.pod_group is not None and waiting.pod.pod_group.name == name:
                     waiting.moved = True
+                    self._nudged.append(waiting.pod.uid)
         return []
 
     def delete_pod(self, uid: str, now: float) -> list[Outcome]:
@@ -244,6 +260,7 @@ class Scheduler:
         self._now = now
         self._queue.pop(uid, None)
         self._unschedulable.pop(uid, None)
+        self._parked.pop(uid, None)
         wait = self._waiting.pop(uid, None)
         if wait is not None:
             self._unreserve(wait.queued, wait.profile, wait.row, reason="deleted")
@@ -602,7 +619,9 @@ class Scheduler:
             # Time alone lifts this rejection: retry then, whether or not the cluster changes.
             queued.backoff_until = max(queued.backoff_until, retry_at)
             queued.moved = True
+        queued.failed_change = self._changes
         self._unschedulable[queued.pod.uid] = queued
+        heapq.heappush(self._backoffs, (queued.backoff_until, queued.arrival, queued.pod.uid))
         return None
 
     def _unreserve(self, queued: _Queued, profile: Profile, row: int, *, reason: str) -> None:
@@ -619,16 +638,45 @@ class Scheduler:
         heapq.heappush(self._active, (key, queued.arrival, queued.pod.uid))
 
     def _cluster_changed(self) -> None:
-        for queued in self._unschedulable.values():
-            queued.moved = True
+        self._changes += 1
 
     def _flush_unschedulable(self, now: float) -> None:
-        ready = [
-            q
-            for q in self._unschedulable.values()
-            if now >= q.backoff_until and (q.moved or now - q.unschedulable_since >= UNSCHEDULABLE_FLUSH_S)
-        ]
-        for queued in sorted(ready, key=lambda q: q.arrival):
+        """Queue again every unschedulable pod whose backoff has ended and that the cluster changed for
+        since it failed (or that `moved` marks, or that waited UNSCHEDULABLE_FLUSH_S), oldest first."""
+        ready: dict[str, _Queued] = {}
+        if self._changes != self._parked_changes:
+            ready.update(self._parked)  # each was parked before this change
+            self._parked.clear()
+        self._parked_changes = self._changes
+        for uid in self._nudged:
+            queued = self._parked.pop(uid, None)
+            if queued is not None:
+                ready[uid] = queued
+        self._nudged.clear()
+        while self._flushes and self._flushes[0][0] <= now:
+            _, _, uid = heapq.heappop(self._flushes)
+            queued = self._parked.get(uid)
+            if queued is not None and now - queued.unschedulable_since >= UNSCHEDULABLE_FLUSH_S:
+                ready[uid] = self._parked.pop(uid)
+        while self._backoffs and self._backoffs[0][0] <= now:
+            _, _, uid = heapq.heappop(self._backoffs)
+            queued = self._unschedulable.get(uid)
+            if queued is None or uid in ready or uid in self._parked or queued.backoff_until > now:
+                continue  # deleted, already handled, or an older entry of a pod that failed again
+            if (
+                queued.moved
+                or self._changes != queued.failed_change
+                or now - queued.unschedulable_since >= UNSCHEDULABLE_FLUSH_S
+            ):
+                ready[uid] = queued
+            else:
+                self._parked[uid] = queued
+                heapq.heappush(
+                    self._flushes, (queued.unschedulable_since + UNSCHEDULABLE_FLUSH_S, queued.arrival, uid)
+                )
+        for queued in sorted(ready.values(), key=lambda q: q.arrival):
+            if self._unschedulable.get(queued.pod.uid) is not queued:
+                continue
             del self._unschedulable[queued.pod.uid]
             profile = self.profiles.get(queued.pod.scheduler_name)
             if profile is not None:

@@ -179,7 +179,8 @@ class HourlyPortraits:
         # O(keys) per batch).
         touched, position = np.unique(flat, return_inverse=True)
         batch_w: FloatArray = np.bincount(position, weights=w, minlength=len(touched)).astype(np.float64)
-        batch_mean: FloatArray = np.bincount(position, weights=w * x, minlength=len(touched)) / batch_w
+        with np.errstate(invalid="ignore", divide="ignore"):  # zero weights are dropped below (`keep`)
+            batch_mean: FloatArray = np.bincount(position, weights=w * x, minlength=len(touched)) / batch_w
         # Second pass around the batch mean: Σ w(x − x̄)² without the cancellation of Σwx² − (Σwx)²/Σw.
         deviation = x - batch_mean[position]
         squares = w * deviation * deviation

@@ -32,13 +32,22 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 
-_UNION_TAGS = {"request", "deleted"}
+_UNION_TAGS = {"request", "deleted", "binding"}
+"""Tags of the topics' tagged unions (`_POD_EVENT`, `_BINDING_EVENT`): pydantic puts them first in an error's
+path, where they name no field of the record."""
+
+
+def _shown(part: str, limit: int = 64) -> str:
+    """A path element as an error shows it: a hostile dict key can be a megabyte long, or hold a newline."""
+    if not part.isprintable():
+        part = "".join(char if char.isprintable() else repr(char)[1:-1] for char in part)
+    return part if len(part) <= limit else part[:limit] + "…"
 
 
 def from_validation_error(error: ValidationError, *, prefix: str | None = None) -> InvalidInput:
     """pydantic's multi-line report → one `InvalidInput` naming the first bad field."""
-    first = error.errors(include_url=False)[0]
-    path = [str(part) for part in first["loc"]]
+    first = error.errors(include_url=False, include_input=False)[0]  # inputs can be megabytes
+    path = [_shown(str(part)) for part in first["loc"]]
     if path and path[0] in _UNION_TAGS:
         path = path[1:]
     cause = (first.get("ctx") or {}).get("error")

@@ -11,6 +11,7 @@ from schemas.quantity import ResourceList, Resources
 
 __all__ = [
     "DEAD_LETTER_RAW_LIMIT",
+    "MAX_METRIC_VALUE",
     "Binding",
     "BindingResult",
     "BindingStatus",
@@ -18,7 +19,17 @@ __all__ = [
     "MetricSample",
 ]
 
-MetricValue = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+MAX_METRIC_VALUE = 1e18
+"""Larger than any real metric in base units (an exabyte, a billion cores): a unit error or garbage. The
+portrait and window stores screen such values out too (`portraits.validation.ABSURD_VALUE`); refusing them
+here makes the record a dead letter with the reason instead of a silent count."""
+
+MetricValue = Annotated[float, Field(ge=0.0, le=MAX_METRIC_VALUE, allow_inf_nan=False)]
+
+Tally = Annotated[int, Field(ge=0, le=2**62)]
+"""Attempts and versions: integers that fit int64 with headroom. Unbounded, an ``attempt`` of 2^70 from a
+hostile binding made the ledger's orjson encoding raise (orjson writes 64-bit integers only) and stopped the
+applier."""
 MetricName = Annotated[str, Field(min_length=1, max_length=64)]
 
 
@@ -44,10 +55,10 @@ class Binding(Event):
     score: int = 0
     plugin_scores: dict[str, int] = Field(default_factory=dict)
     requests: ResourceList = Field(default_factory=Resources)
-    node_version: int = Field(default=0, ge=0)
+    node_version: Tally = 0
     batch_id: str | None = Field(default=None, max_length=253)
     decided_at: Timestamp = 0.0
-    attempt: int = Field(default=0, ge=0)
+    attempt: Tally = 0
 
 
 BindingStatus = Literal["applied", "conflict", "rejected", "unschedulable"]
@@ -60,7 +71,7 @@ class BindingResult(Event):
     status: BindingStatus
     reasons: list[str] = Field(default_factory=list)
     at: Timestamp = 0.0
-    attempt: int = Field(default=0, ge=0)
+    attempt: Tally = 0
 
 
 DEAD_LETTER_RAW_LIMIT = 4096

@@ -13,6 +13,7 @@ from schemas.quantity import ResourceList, Resources
 __all__ = [
     "POD_GROUP_LABELS",
     "POD_GROUP_MIN_AVAILABLE_LABEL",
+    "WORKLOAD_NAME_LIMIT",
     "Container",
     "HostPort",
     "NodeSelectorRequirement",
@@ -32,12 +33,15 @@ POD_GROUP_MIN_AVAILABLE_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 
 _QOS_RESOURCES = ("cpu", "memory")
 
+WORKLOAD_NAME_LIMIT = 253 - 12
+"""A workload's uid and name leave room for a replica's ``-<index>`` (up to 11 digits) within 253."""
+
 
 class Container(Event):
     """One container's requests and limits. A limit without a request also sets the request, as the API
     server's defaulting does, so the scheduler sees what Kubernetes would."""
 
-    name: str = ""
+    name: str = Field(default="", max_length=253)
     requests: ResourceList = Field(default_factory=Resources)
     limits: ResourceList = Field(default_factory=Resources)
 
@@ -61,9 +65,9 @@ class PodGroup(Event):
 
 
 class Toleration(Event):
-    key: str = ""
+    key: str = Field(default="", max_length=317)  # a label key's limit, as for the taints it matches
     operator: Literal["Equal", "Exists"] = "Equal"
-    value: str = ""
+    value: str = Field(default="", max_length=63)
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
 
     @model_validator(mode="after")
@@ -113,7 +117,7 @@ class NodeSelectorTerm(Event):
 class HostPort(Event):
     port: int = Field(ge=1, le=65535)
     protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
-    host_ip: str = "0.0.0.0"
+    host_ip: str = Field(default="0.0.0.0", max_length=45)  # the longest IPv6 text form
 
 
 def _sum_into(total: dict[str, int], resources: dict[str, int]) -> None:
@@ -190,6 +194,13 @@ class PodRequest(Event):
         # Frozen models still allow the constructor to settle derived defaults before anyone sees them.
         if not self.name:
             object.__setattr__(self, "name", self.uid)
+        if self.replicas > 1:
+            for field, value in (("uid", self.uid), ("name", self.name)):
+                if len(value) > WORKLOAD_NAME_LIMIT:
+                    raise ValueError(
+                        f"{field}: at most {WORKLOAD_NAME_LIMIT} characters for a workload (replicas > 1), "
+                        f"whose replicas are named <{field}>-<index> within 253"
+                    )
         if self.pod_group is None:
             group = next((self.labels[key] for key in POD_GROUP_LABELS if self.labels.get(key)), None)
             if group is not None:

@@ -54,6 +54,9 @@ _DECIMAL = {
 # Kubernetes' grammar: a signed decimal number, then a binary suffix, a decimal SI suffix or an exponent.
 _QUANTITY = re.compile(r"^([+-]?)(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
 _QUALIFIED = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LONGEST = 64
+"""Characters in a quantity string: 2^62 has 19 digits, so more is garbage (and Python refuses to convert an
+integer of over 4,300 digits, which would surface as an error without the resource's name)."""
 _MILLI = re.compile(r"^\d{1,19}m$")
 _HUGEPAGES = re.compile(r"^hugepages-\d+(Ki|Mi|Gi)$")
 
@@ -87,6 +90,8 @@ def _exact_value(raw: object, field: str) -> Fraction:
         value = Fraction(repr(raw))
     elif isinstance(raw, str):
         text = raw.strip()
+        if len(text) > _LONGEST:
+            raise QuantityError(f"quantity of {len(text):,} characters: at most {_LONGEST}", field=field)
         match = _QUANTITY.match(text)
         if match is None:
             lowered = text.lower()

@@ -14,6 +14,8 @@ from typing import Any
 
 import faust
 
+from streams.observability import Observability, install
+from streams.security import faust_broker
 from streams.settings import Settings
 
 __all__ = ["Topics", "create_app", "run_app"]
@@ -36,9 +38,10 @@ class Topics:
     sequencer: Any
     settings: Settings
     app: faust.App
+    observe: Observability
 
 
-def _topics(app: faust.App, settings: Settings) -> Topics:
+def _topics(app: faust.App, settings: Settings, observe: Observability) -> Topics:
     def topic(short: str, partitions: int | None = None) -> Any:
         return app.topic(
             settings.topic(short),
@@ -61,6 +64,7 @@ def _topics(app: faust.App, settings: Settings) -> Topics:
         sequencer=topic("sequencer", settings.shards),
         settings=settings,
         app=app,
+        observe=observe,
     )
 
 
@@ -73,7 +77,13 @@ def create_app(settings: Settings, role: str = "worker", *, web_port: int | None
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         app_id,
-        broker=[f"kafka://{server.strip()}" for server in settings.bootstrap_servers.split(",")],
+        **faust_broker(settings),  # broker URLs and TLS/SASL credentials
+        # No implicit channel may fall back to a codec that could execute data (pickle): raw bytes only.
+        key_serializer="raw",
+        value_serializer="raw",
+        # eyrie's settings are Faust's only configuration: Faust's own variables (BROKER_URL,
+        # APP_VALUE_SERIALIZER=pickle, ...) would otherwise override the values above.
+        env={},
         store=settings.store,
         datadir=str(datadir),
         topic_partitions=settings.partitions,
@@ -87,6 +97,9 @@ def create_app(settings: Settings, role: str = "worker", *, web_port: int | None
         broker_commit_interval=1.0,
         producer_linger=settings.linger_ms / 1000,
         producer_max_request_size=settings.max_message_bytes,
+        # Batches stay within the topics' max.message.bytes; a fetch holds at least one largest record.
+        producer_max_batch_size=min(16384, settings.max_message_bytes),
+        consumer_max_fetch_size=max(1024**2, settings.max_message_bytes),
         producer_acks=-1,
         stream_wait_empty=False,
         web_enabled=web_port is not None,
@@ -94,7 +107,9 @@ def create_app(settings: Settings, role: str = "worker", *, web_port: int | None
         web_bind="127.0.0.1",
         autodiscover=False,
     )
-    topics = _topics(app, settings)
+    observe = Observability()
+    install(app, observe, role)
+    topics = _topics(app, settings, observe)
     if role == "worker":
         from streams.agents import forward, metrics, placement
 

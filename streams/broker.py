@@ -2,7 +2,9 @@
 
 `LocalBroker` runs Kafka as a single KRaft node (broker and controller in one JVM) straight from the
 jars, so the only prerequisites are Java and Maven: Maven fetches the jars once into a cache outside the
-repository, and nothing needs Docker or a Kafka download.
+repository, and nothing needs Docker or a Kafka download. With `sasl_ssl_port` it also opens a ``SASL_SSL``
+listener (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 over TLS) beside the PLAINTEXT one, for testing the
+clients' security settings: its key store and CA are made with the JDK's ``keytool`` on first use.
 
 `resolved_broker` picks a broker for tests and the demo, first match wins:
 
@@ -17,9 +19,11 @@ import base64
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -28,7 +32,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -37,8 +41,10 @@ from schemas.exceptions import BrokerError, ToolMissing
 
 __all__ = [
     "DEFAULT_PORT",
+    "DEFAULT_SASL_USER",
     "HOST",
     "KAFKA_VERSION",
+    "SASL_MECHANISMS",
     "TESTCONTAINERS_IMAGE",
     "BrokerStatus",
     "LocalBroker",
@@ -78,6 +84,18 @@ _LOG_PREFIX = re.compile(r"^\[[^\]]*\] ")  # the "[timestamp] " that log4j puts 
 _ERROR_LINE = re.compile(r"^(ERROR|FATAL) |^[\w.$]+(Exception|Error)\b|^Error:|^Caused by:")
 _POLL_S = 0.1
 
+DEFAULT_SASL_USER = "eyrie"
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+"""What the local broker's SASL_SSL listener accepts."""
+_SCRAM_ITERATIONS = 4096  # Kafka's minimum for SCRAM-SHA-512
+_USER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# Passwords go into a JAAS line inside a Java properties file (ISO-8859-1, backslash escapes): printable
+# ASCII without spaces, quotes or backslashes needs no escaping in either.
+_PASSWORD_TEXT = re.compile(r"^[!#-\[\]-~]{1,256}$")
+# keytool is a short JVM run: the client compiler alone and a serial GC start it about a third faster.
+_KEYTOOL_OPTIONS = ("-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC")
+_KEYTOOL_TIMEOUT_S = 120.0
+
 
 # --------------------------------------------------------------------------------------------- paths
 
@@ -113,6 +131,18 @@ def _java() -> str:
         raise ToolMissing(
             "java not found on PATH: install a JDK 17+ "
             "(apt-get install openjdk-17-jre-headless, brew install openjdk@17) or set JAVA_HOME"
+        )
+    return found
+
+
+def _keytool(java: str) -> str:
+    beside = Path(java).resolve().parent / "keytool"
+    if os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("keytool")
+    if found is None:
+        raise ToolMissing(
+            "keytool not found next to java or on PATH: the SASL_SSL listener needs a full JDK/JRE"
         )
     return found
 
@@ -334,7 +364,11 @@ def _split_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
 
 
 def wait_until_answering(bootstrap: str, timeout: float) -> None:
-    """Block until some address in `bootstrap` answers a Metadata request with at least one broker."""
+    """Block until some address in `bootstrap` answers a Metadata request with at least one broker.
+
+    The probe speaks PLAINTEXT only (no TLS, no SASL): give it a PLAINTEXT listener. `LocalBroker` always
+    has one, also when it runs a SASL_SSL listener, and probes only that one.
+    """
     addresses = _split_bootstrap(bootstrap)
     deadline = time.monotonic() + timeout
     while True:
@@ -397,12 +431,38 @@ class LocalBroker:
     """
 
     def __init__(
-        self, port: int = DEFAULT_PORT, data_dir: Path | str | None = None, controller_port: int | None = None
+        self,
+        port: int = DEFAULT_PORT,
+        data_dir: Path | str | None = None,
+        controller_port: int | None = None,
+        *,
+        sasl_ssl_port: int | None = None,
+        sasl_users: Mapping[str, str | None] | None = None,
     ) -> None:
+        """`sasl_ssl_port` adds a SASL_SSL listener; `sasl_users` maps user names to passwords, where None
+        (and the default, one user ``eyrie``) means a random password kept in `password_file(user)`."""
         self.port = port
         self.controller_port = port + 1 if controller_port is None else controller_port
         if self.controller_port == port:
             raise BrokerError(f"controller port must differ from the broker port {port}")
+        if sasl_ssl_port is not None and sasl_ssl_port in (port, self.controller_port):
+            raise BrokerError(
+                f"SASL_SSL port {sasl_ssl_port} must differ from the broker and controller ports"
+            )
+        self.sasl_ssl_port = sasl_ssl_port
+        users = dict(sasl_users) if sasl_users is not None else {DEFAULT_SASL_USER: None}
+        if sasl_ssl_port is not None and not users:
+            raise BrokerError("a SASL_SSL listener needs at least one user")
+        for name, password in users.items():
+            if not _USER_NAME.fullmatch(name):
+                raise BrokerError(f"SASL user name {name!r}: use 1-64 letters, digits, '.', '_' or '-'")
+            if password is not None and not _PASSWORD_TEXT.fullmatch(password):
+                # Never echo the password itself, not even in an error.
+                raise BrokerError(
+                    f"password of SASL user {name}: use 1-256 printable ASCII characters without spaces, "
+                    "quotes or backslashes"
+                )
+        self._sasl_users = users
         self.data_dir = (
             Path(data_dir if data_dir is not None else default_data_dir(port)).expanduser().resolve()
         )
@@ -410,11 +470,32 @@ class LocalBroker:
         self._log_offset = 0
 
     def __repr__(self) -> str:
-        return f"LocalBroker(port={self.port}, data_dir='{self.data_dir}', controller={self.controller_port})"
+        secured = f", sasl_ssl={self.sasl_ssl_port}" if self.sasl_ssl_port is not None else ""
+        return (
+            f"LocalBroker(port={self.port}, data_dir='{self.data_dir}', controller={self.controller_port}"
+            f"{secured})"
+        )
 
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str | None:
+        return f"{HOST}:{self.sasl_ssl_port}" if self.sasl_ssl_port is not None else None
+
+    @property
+    def security_dir(self) -> Path:
+        return self.data_dir / "security"
+
+    @property
+    def ca_file(self) -> Path:
+        """The PEM certificate of the CA that signed the SASL_SSL listener's certificate (``ssl_cafile``)."""
+        return self.security_dir / "ca.pem"
+
+    def password_file(self, user: str) -> Path:
+        """Where a user without a given password finds the one generated for it."""
+        return self.security_dir / f"{user}.password"
 
     @property
     def log_file(self) -> Path:
@@ -451,20 +532,34 @@ class LocalBroker:
         with _file_lock(self.data_dir / ".lock", timeout + 30.0, f"starting the broker in {self.data_dir}"):
             pid = self._running_pid()
             if pid is not None:
+                if self.sasl_ssl_port is not None and not self._running_config_matches():
+                    raise BrokerError(
+                        f"the broker in {self.data_dir} already runs (pid {pid}) without this SASL_SSL "
+                        "listener or these users; stop it with `eyrie broker down` first"
+                    )
                 if _answers(HOST, self.port):
                     return self.bootstrap
                 self._wait_ready(pid, timeout, launched=False)
                 return self.bootstrap
-            for port, what in ((self.port, "port"), (self.controller_port, "controller port")):
+            ports = [
+                (self.port, "port", "--port"),
+                (self.controller_port, "controller port", "--controller-port"),
+            ]
+            if self.sasl_ssl_port is not None:
+                ports.append((self.sasl_ssl_port, "SASL_SSL port", "--sasl-ssl-port"))
+            for port, what, option in ports:
                 if _port_taken(port):
-                    option = "--port" if what == "port" else "--controller-port"
                     raise BrokerError(f"{what} {port} on {HOST} is in use by another process; pass {option}")
             lib = resolve_jars()
+            if self.sasl_ssl_port is not None:
+                self._ensure_tls_material(java)
             self._write_config()
             if not (self.data_dir / "logs" / "meta.properties").is_file():
                 self._format(java, lib)
             pid = self._launch(java, lib)
             self._wait_ready(pid, timeout, launched=True)
+            if self.sasl_ssl_port is not None:
+                self._ensure_scram_users(java, lib)
             return self.bootstrap
 
     def down(self, timeout: float = 15.0) -> bool:
@@ -542,14 +637,25 @@ class LocalBroker:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "log4j.properties").write_bytes(_packaged("log4j.properties"))
         # Rewritten on every start so a changed port or setting here takes effect on the next `up`.
+        # Private: with a SASL_SSL listener it holds the key store password and the PLAIN users' passwords.
+        _write_private(self._properties, self._config_text())
+
+    def _config_text(self) -> str:
+        listeners = f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}"
+        advertised = f"PLAINTEXT://{HOST}:{self.port}"
+        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        if self.sasl_ssl_port is not None:
+            listeners += f",SASL_SSL://{HOST}:{self.sasl_ssl_port}"
+            advertised += f",SASL_SSL://{HOST}:{self.sasl_ssl_port}"
+            protocols += ",SASL_SSL:SASL_SSL"
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "listeners": listeners,
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": protocols,
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.data_dir / "logs"),
             "num.partitions": "1",
@@ -572,9 +678,178 @@ class LocalBroker:
             # The cleaner's dedupe buffer defaults to 128 MiB, a quarter of this 512 MiB heap.
             "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
             "log.cleaner.threads": "1",
+            # Inter-broker traffic and the start-up probe stay on PLAINTEXT: the secured listener only
+            # serves clients, and the rest of the suite sees the same broker with or without it.
+            **(self._sasl_ssl_settings() if self.sasl_ssl_port is not None else {}),
         }
         text = "".join(f"{key}={value}\n" for key, value in settings.items())
-        self._properties.write_text("# Written by streams/broker.py on every start; edits are lost.\n" + text)
+        return "# Written by streams/broker.py on every start; edits are lost.\n" + text
+
+    def _sasl_ssl_settings(self) -> dict[str, str]:
+        prefix = "listener.name.sasl_ssl."
+        store_password = self._secret_file(self.security_dir / "store.password")
+        plain_users = " ".join(f'user_{name}="{password}"' for name, password in self._passwords().items())
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+            f"{prefix}sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+            f"{prefix}plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+            ),
+            # SCRAM users live in the cluster metadata (added at format time or by `_ensure_scram_users`).
+            f"{prefix}scram-sha-256.sasl.jaas.config": scram,
+            f"{prefix}scram-sha-512.sasl.jaas.config": scram,
+            f"{prefix}ssl.keystore.type": "PKCS12",
+            f"{prefix}ssl.keystore.location": str(self.security_dir / "server.p12"),
+            f"{prefix}ssl.keystore.password": store_password,
+            f"{prefix}ssl.key.password": store_password,
+            f"{prefix}ssl.client.auth": "none",
+        }
+
+    # ------------------------------------------------------------------------------------ security
+
+    def _secret_file(self, path: Path) -> str:
+        """The secret in `path`, made (random, private) on first use."""
+        with contextlib.suppress(FileNotFoundError):
+            text = path.read_text(encoding="ascii").strip()
+            if text:
+                return text
+        secret = secrets.token_urlsafe(24)
+        _write_private(path, secret + "\n")
+        return secret
+
+    def _passwords(self) -> dict[str, str]:
+        return {
+            name: password if password is not None else self._secret_file(self.password_file(name))
+            for name, password in self._sasl_users.items()
+        }
+
+    def _running_config_matches(self) -> bool:
+        if not (self.security_dir / "server.p12").is_file():
+            return False
+        try:
+            return self._properties.read_text() == self._config_text()
+        except OSError:
+            return False
+
+    def _ensure_tls_material(self, java: str) -> None:
+        """A CA and a server certificate it signed (for 127.0.0.1 and localhost), made once per data dir.
+
+        A real CA rather than one self-signed server certificate, so clients verify the broker the way they
+        would in production (a CA file, hostname checks on).
+        """
+        store, ca_pem = self.security_dir / "server.p12", self.ca_file
+        if store.is_file() and ca_pem.is_file():
+            return
+        keytool = _keytool(java)
+        password = self._secret_file(self.security_dir / "store.password")
+        work = Path(tempfile.mkdtemp(prefix="tls-", dir=self.security_dir))
+        env = {**os.environ, "EYRIE_STORE_PASSWORD": password}  # -storepass:env keeps it out of `ps`
+        common = ["-storetype", "PKCS12", "-storepass:env", "EYRIE_STORE_PASSWORD"]
+        key = ["-keyalg", "EC", "-groupname", "secp256r1", "-validity", "3650"]  # EC: keygen in milliseconds
+        ca, server = str(work / "ca.p12"), str(work / "server.p12")
+        ca_out, csr, crt = (str(work / name) for name in ("ca.pem", "server.csr", "server.pem"))
+        dname = ["-dname", "CN=eyrie local CA"]
+        signed = ["-validity", "3650", "-ext", f"SAN=ip:{HOST},dns:localhost", "-ext", "EKU=serverAuth"]
+        steps = [
+            ["-genkeypair", "-alias", "ca", "-ext", "bc:c", *key, *dname, "-keystore", ca],
+            ["-exportcert", "-rfc", "-alias", "ca", "-keystore", ca, "-file", ca_out],
+            ["-genkeypair", "-alias", "broker", *key, "-dname", "CN=localhost", "-keystore", server],
+            ["-certreq", "-alias", "broker", "-keystore", server, "-file", csr],
+            ["-gencert", "-rfc", "-alias", "ca", "-keystore", ca, "-infile", csr, "-outfile", crt, *signed],
+            ["-importcert", "-noprompt", "-alias", "ca", "-file", ca_out, "-keystore", server],
+            ["-importcert", "-noprompt", "-alias", "broker", "-file", crt, "-keystore", server],
+        ]
+        try:
+            for step in steps:
+                _run_tool(
+                    [keytool, *_KEYTOOL_OPTIONS, *step, *common],
+                    f"keytool {step[0]} (making the SASL_SSL listener's certificates)",
+                    env=env,
+                    timeout=_KEYTOOL_TIMEOUT_S,
+                )
+            os.chmod(work / "server.p12", 0o600)
+            # The store last: its presence is what says the material is complete.
+            (work / "ca.pem").replace(ca_pem)
+            (work / "server.p12").replace(store)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _scram_arguments(self, passwords: Mapping[str, str]) -> tuple[list[str], dict[str, dict[str, str]]]:
+        """`--add-scram` values with salted passwords only (never the password itself on a command line),
+        and what `_scram_file` records of them."""
+        arguments, record = [], {}
+        for name, password in passwords.items():
+            salt = secrets.token_bytes(32)
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                salted = _salted_password(mechanism, password, salt)
+                arguments.append(
+                    f"{mechanism}=[name={name},iterations={_SCRAM_ITERATIONS},"
+                    f'salt="{_b64(salt)}",saltedpassword="{_b64(salted)}"]'
+                )
+            record[name] = {
+                "salt": _b64(salt),
+                "sha512": _b64(_salted_password("SCRAM-SHA-512", password, salt)),
+            }
+        return arguments, record
+
+    @property
+    def _scram_file(self) -> Path:
+        return self.security_dir / "scram.json"
+
+    def _scram_users_outdated(self) -> dict[str, str]:
+        """Users whose SCRAM credentials the cluster lacks or holds with another password."""
+        try:
+            known = json.loads(self._scram_file.read_text())
+        except (OSError, ValueError):
+            known = {}
+        outdated = {}
+        for name, password in self._passwords().items():
+            entry = known.get(name) if isinstance(known, dict) else None
+            try:
+                same = (
+                    entry is not None
+                    and _b64(_salted_password("SCRAM-SHA-512", password, base64.b64decode(entry["salt"])))
+                    == entry["sha512"]
+                )
+            except (KeyError, TypeError, ValueError):
+                same = False
+            if not same:
+                outdated[name] = password
+        return outdated
+
+    def _record_scram(self, record: Mapping[str, Mapping[str, str]]) -> None:
+        try:
+            known = json.loads(self._scram_file.read_text())
+        except (OSError, ValueError):
+            known = {}
+        _write_private(self._scram_file, json.dumps({**known, **record}, indent=1, sort_keys=True) + "\n")
+
+    def _ensure_scram_users(self, java: str, lib: Path) -> None:
+        """Add or update SCRAM users through the running broker (a data dir formatted without them, or a
+        changed password), with Kafka's ConfigCommand over the PLAINTEXT listener."""
+        for name, password in self._scram_users_outdated().items():
+            request = self.security_dir / f".scram-{name}.properties"
+            # One run per mechanism: given both in one file, ConfigCommand sends the user twice in one
+            # request and the broker refuses it (DuplicateResourceException).
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                # The file keeps the password off the command line; ConfigCommand salts it itself.
+                _write_private(request, f"{mechanism}=iterations={_SCRAM_ITERATIONS},password={password}\n")
+                command = [
+                    java,
+                    *self._classpath_options(lib),
+                    "kafka.admin.ConfigCommand",
+                    *("--bootstrap-server", self.bootstrap, "--alter", "--entity-type", "users"),
+                    *("--entity-name", name, "--add-config-file", str(request)),
+                ]
+                try:
+                    _run_tool(command, f"adding {mechanism} user {name} to the broker on {self.bootstrap}")
+                finally:
+                    request.unlink(missing_ok=True)
+            # Only for `_scram_users_outdated` to recognise the password later; the broker has its own salt.
+            salt = secrets.token_bytes(32)
+            sha512 = _salted_password("SCRAM-SHA-512", password, salt)
+            self._record_scram({name: {"salt": _b64(salt), "sha512": _b64(sha512)}})
 
     def _format(self, java: str, lib: Path) -> None:
         command = [
@@ -588,6 +863,13 @@ class LocalBroker:
             "-c",
             str(self._properties),
         ]
+        record: dict[str, dict[str, str]] = {}
+        if self.sasl_ssl_port is not None:
+            # SCRAM credentials are cluster metadata in KRaft: written into the bootstrap snapshot here, they
+            # exist before the first client connects.
+            arguments, record = self._scram_arguments(self._passwords())
+            for argument in arguments:
+                command += ["--add-scram", argument]
         done = subprocess.run(
             command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False
         )
@@ -597,6 +879,8 @@ class LocalBroker:
                 f"formatting Kafka storage in {self.data_dir / 'logs'} failed (exit {done.returncode}): "
                 f"{lines[-1] if lines else 'no output'}"
             )
+        if record:
+            self._record_scram(record)
 
     def _launch(self, java: str, lib: Path) -> int:
         command = [java, *_JVM_OPTIONS, *self._classpath_options(lib), "kafka.Kafka", str(self._properties)]
@@ -655,6 +939,47 @@ class LocalBroker:
         errors = [line for line in lines if _ERROR_LINE.search(line)]
         chosen = (errors or lines)[-keep:]
         return " | ".join(_shorten(line) for line in chosen) or "no log output"
+
+
+def _run_tool(
+    command: list[str], what: str, *, env: dict[str, str] | None = None, timeout: float = 120.0
+) -> None:
+    """Run a JDK or Kafka tool; its last output line is the reason when it fails."""
+    try:
+        done = subprocess.run(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise BrokerError(f"{what}: no answer within {timeout:g} s") from None
+    if done.returncode != 0:
+        lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+        raise BrokerError(f"{what} failed (exit {done.returncode}): {lines[-1] if lines else 'no output'}")
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` readable by its owner only, never briefly world-readable."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    tmp.replace(path)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _salted_password(mechanism: str, password: str, salt: bytes) -> bytes:
+    """SCRAM's SaltedPassword, Hi(password, salt, i) of RFC 5802: PBKDF2 with the mechanism's hash."""
+    algorithm = "sha512" if mechanism == "SCRAM-SHA-512" else "sha256"
+    return hashlib.pbkdf2_hmac(algorithm, password.encode("utf-8"), salt, _SCRAM_ITERATIONS)
 
 
 def _shorten(line: str, limit: int = 300) -> str:

@@ -18,6 +18,7 @@ from streams.cli_clusters import clusters_app
 from streams.cli_common import (
     BootstrapOption,
     ConfigOption,
+    kafka_options,
     one_line_errors,
     progress,
     run,
@@ -67,6 +68,7 @@ def _configure(
 
 
 @app.command()
+@kafka_options
 @one_line_errors
 def publish(
     files: Annotated[list[Path], typer.Argument(help="JSON, JSON Lines, YAML or Kubernetes Pod manifests")],
@@ -96,6 +98,7 @@ def publish(
 
 
 @app.command()
+@kafka_options
 @one_line_errors
 def decisions(
     from_beginning: Annotated[
@@ -161,13 +164,24 @@ def explain(
 @app.command()
 @one_line_errors
 def evaluate(
-    experiment: Annotated[str, typer.Option("--experiment", help="Which experiment: portrait, tbesk-paper")],
+    experiment: Annotated[
+        str | None, typer.Option("--experiment", help="Which experiment: portrait, tbesk-paper")
+    ] = None,
+    all_profiles: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="The evaluation report: every built-in profile on the Alibaba GPU 2023 trace (placement) "
+            "and on Bitbrains (the portrait experiment)",
+        ),
+    ] = False,
     trace: Annotated[
         Path | None,
         typer.Option(
             "--trace",
             help="The trace directory the experiment reads (portrait: required; tbesk-paper: the Alibaba GPU "
-            "2023 trace instead of the paper's pod generator)",
+            "2023 trace instead of the paper's pod generator; --all: the folder holding alibaba_gpu_v2023 "
+            "and bitbrains_rnd_2013-7, default ../shared/traces beside the repository)",
         ),
     ] = None,
     out: Annotated[Path, typer.Option("--out", help="Where to write the table, CSV and plots")] = Path(
@@ -194,6 +208,9 @@ def evaluate(
     iterations: Annotated[
         int, typer.Option("--iterations", min=0, max=100000, help="tbesk-paper: optimiser iterations")
     ] = 100,
+    window: Annotated[
+        int, typer.Option("--window", min=1, max=100000, help="tbesk-paper: TBESK-Z's pods per window")
+    ] = 20,
     batch: Annotated[
         int, typer.Option("--batch", min=1, max=100000, help="tbesk-paper --trace: pods per batch")
     ] = 500,
@@ -201,28 +218,52 @@ def evaluate(
         str, typer.Option("--trace-pods", help="tbesk-paper --trace: which openb_pod_list_<NAME>.csv")
     ] = "default",
     trace_limit: Annotated[
-        int | None, typer.Option("--trace-limit", min=1, help="tbesk-paper --trace: at most this many pods")
+        int | None,
+        typer.Option(
+            "--trace-limit", min=1, help="tbesk-paper --trace, --all: at most this many GPU-trace pods"
+        ),
     ] = None,
+    deletions: Annotated[
+        bool,
+        typer.Option(
+            "--deletions",
+            help="--all: replay the GPU trace's creation and deletion times (slow for tbesk, tbesk-z)",
+        ),
+    ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option("--jobs", min=1, max=64, help="--all: processes for the profiles (same figures)"),
+    ] = 1,
 ) -> None:
     """Run an offline experiment; prints a table, writes it with plots to OUT, and ends with one JSON line."""
     from streams.evaluate import EXPERIMENTS, PORTRAIT_PROFILES, PortraitExperiment, run_portrait_experiment
     from streams.evaluate.report import write_portrait_report
 
-    if experiment not in EXPERIMENTS:
+    if all_profiles:
+        if experiment is not None:
+            raise InvalidInput("--all: give either --experiment or --all, not both")
+        _evaluate_all(trace, out, policy, nodes, replicas, seed, trace_pods, trace_limit, deletions, jobs)
+        return
+    if deletions or jobs != 1:
+        raise InvalidInput(f"{'--deletions' if deletions else '--jobs'}: only with --all")
+    if experiment is None:
         raise InvalidInput(
-            f"--experiment: unknown {experiment!r} (known: {', '.join(EXPERIMENTS)})", field="experiment"
+            f"--experiment: required ({', '.join(EXPERIMENTS)}), or --all for the evaluation report"
         )
+    if experiment not in EXPERIMENTS:
+        raise InvalidInput(f"--experiment: unknown {experiment!r} (known: {', '.join(EXPERIMENTS)})")
     if experiment == "tbesk-paper":
         from streams.evaluate.tbesk import TbeskExperiment, run_and_report
 
         if pods < step:
-            raise InvalidInput(f"--step: {step} is more than --pods {pods}", field="step")
+            raise InvalidInput(f"--step: {step} is more than --pods {pods}")
         setup_tbesk = TbeskExperiment(
             pods=pods,
             step=step,
             population=population,
             iterations=iterations,
             seed=1 if seed is None else seed,
+            window=window,
             trace=trace,
             trace_pods=trace_pods,
             batch=batch,
@@ -237,7 +278,7 @@ def evaluate(
         sys.stdout.write(orjson.dumps(result.summary()).decode() + "\n")
         return
     if trace is None:
-        raise InvalidInput("--trace: required by the portrait experiment", field="trace")
+        raise InvalidInput("--trace: required by the portrait experiment")
     seed = 42 if seed is None else seed
     setup = PortraitExperiment(
         trace=trace, profiles=tuple(policy or PORTRAIT_PROFILES), nodes=nodes, replicas=replicas, seed=seed
@@ -258,7 +299,65 @@ def evaluate(
     sys.stdout.write(orjson.dumps({r.profile: r.metrics() for r in results}).decode() + "\n")
 
 
+def _evaluate_all(
+    trace: Path | None,
+    out: Path,
+    policy: list[str] | None,
+    nodes: int,
+    replicas: int,
+    seed: int | None,
+    trace_pods: str,
+    trace_limit: int | None,
+    deletions: bool,
+    jobs: int,
+) -> None:
+    """`eyrie evaluate --all`: the evaluation report (streams.evaluate.suite)."""
+    from policies.framework.profile import BUILTIN_PROFILES
+    from streams.evaluate.suite import DEFAULT_TRACES, SuiteExperiment, run_suite
+    from streams.evaluate.suite_report import gpu_table, portrait_table, write_suite_report
+
+    setup = SuiteExperiment(
+        traces=DEFAULT_TRACES if trace is None else trace,
+        profiles=tuple(policy) if policy else tuple(BUILTIN_PROFILES),
+        trace_pods=trace_pods,
+        limit=trace_limit,
+        deletions=deletions,
+        portrait_nodes=nodes,
+        replicas=replicas,
+        seed=42 if seed is None else seed,
+        jobs=jobs,
+    )
+    # The command as it could be typed again, with only what differs from the defaults.
+    command = " ".join(
+        [
+            "eyrie evaluate --all",
+            *([f"--trace {trace}"] if trace is not None else []),
+            f"--out {out}",
+            *(f"--policy {name}" for name in policy or ()),
+            *([f"--trace-pods {trace_pods}"] if trace_pods != "default" else []),
+            *([f"--trace-limit {trace_limit}"] if trace_limit is not None else []),
+            *(["--deletions"] if deletions else []),
+            *([f"--nodes {nodes}"] if nodes != 12 else []),
+            *([f"--replicas {replicas}"] if replicas != 4 else []),
+            *([f"--seed {seed}"] if seed is not None else []),
+            *([f"--jobs {jobs}"] if jobs != 1 else []),
+        ]
+    )
+    with progress() as bar:
+        task = bar.add_task("evaluation report", total=None)
+        result = run_suite(setup, lambda what: bar.update(task, description=what))
+    written = write_suite_report(result, out, command)
+    typer.echo(gpu_table(result.gpu, deletions=deletions).rstrip())
+    if result.bitbrains:
+        typer.echo("")
+        typer.echo(portrait_table(result).rstrip())
+    typer.echo(f"wall time: {result.seconds['total']:.1f} s")
+    typer.echo(f"wrote {', '.join(str(path) for path in written)}")
+    sys.stdout.write(orjson.dumps(result.summary()).decode() + "\n")
+
+
 @topics_app.command("create")
+@kafka_options
 @one_line_errors
 def topics_create(bootstrap: BootstrapOption = None, config: ConfigOption = None) -> None:
     """Create every eyrie topic that does not exist yet (idempotent)."""

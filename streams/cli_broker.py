@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from schemas.exceptions import EyrieError
-from streams.broker import DEFAULT_PORT, KAFKA_VERSION, LocalBroker
+from streams.broker import DEFAULT_PORT, DEFAULT_SASL_USER, KAFKA_VERSION, LocalBroker
 
 __all__ = ["broker_app"]
 
@@ -48,11 +48,35 @@ def up(
         int | None, typer.Option("--controller-port", help="KRaft controller port (default: PORT+1).")
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the broker to answer.")] = 30.0,
+    sasl_ssl_port: Annotated[
+        int | None,
+        typer.Option(
+            "--sasl-ssl-port",
+            min=1,
+            max=65535,
+            help="Also listen with SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 over TLS) on this port; "
+            "its CA certificate is DATA/security/ca.pem.",
+        ),
+    ] = None,
+    sasl_username: Annotated[
+        str, typer.Option("--sasl-username", help="The SASL_SSL listener's user.")
+    ] = DEFAULT_SASL_USER,
+    sasl_password_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--sasl-password-file",
+            help="A file holding that user's password (default: a random one, DATA/security/USER.password).",
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Start the broker in the background and return once it answers; no-op if it already runs."""
     started = time.monotonic()
     try:
-        broker = LocalBroker(port, data_dir, controller_port)
+        password = _read_password(sasl_password_file) if sasl_password_file is not None else None
+        broker = LocalBroker(
+            port, data_dir, controller_port, sasl_ssl_port=sasl_ssl_port, sasl_users={sasl_username: password}
+        )
         before = broker.status()
         bootstrap = broker.up(timeout=timeout)
         pid = broker.status().pid
@@ -60,7 +84,25 @@ def up(
         raise _fail(error) from None
     elapsed = time.monotonic() - started
     verb = "already up" if before.answering else "up"
-    typer.echo(f"broker {verb}: {bootstrap} (data: {broker.data_dir}, pid {pid}) in {elapsed:.1f} s")
+    secured = ""
+    if broker.sasl_ssl_bootstrap is not None:
+        where = sasl_password_file or broker.password_file(sasl_username)
+        secured = (
+            f"; SASL_SSL: {broker.sasl_ssl_bootstrap} (user {sasl_username}, password file {where}, "
+            f"CA file {broker.ca_file})"
+        )
+    typer.echo(f"broker {verb}: {bootstrap} (data: {broker.data_dir}, pid {pid}) in {elapsed:.1f} s{secured}")
+
+
+def _read_password(path: Path) -> str:
+    try:
+        password = path.read_text(encoding="utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise EyrieError(f"--sasl-password-file: cannot read {path}: {reason}") from None
+    if not password:
+        raise EyrieError(f"--sasl-password-file: {path} is empty")
+    return password
 
 
 @broker_app.command()

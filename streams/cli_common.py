@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import inspect
+from collections.abc import Callable, Coroutine, Mapping
+from contextvars import ContextVar
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -18,6 +20,7 @@ from streams.settings import Settings, load_settings
 __all__ = [
     "BootstrapOption",
     "ConfigOption",
+    "kafka_options",
     "one_line_errors",
     "progress",
     "run",
@@ -35,13 +38,100 @@ BootstrapOption = Annotated[
     typer.Option(
         "--bootstrap-servers",
         "-b",
-        help="Kafka bootstrap servers [default: $KAFKA_BOOTSTRAP_SERVERS, "
-        "else 127.0.0.1:9092, the local broker]",
+        help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS, "
+        "else 127.0.0.1:9092, the local broker)",
     ),
 ]
 ConfigOption = Annotated[
-    Path | None, typer.Option("--config", help="Settings file (YAML) [env: EYRIE_CONFIG]")
+    Path | None, typer.Option("--config", help="Settings file (YAML) (env: EYRIE_CONFIG)")
 ]
+
+
+_PANEL = "Kafka security"
+_SECURITY_OPTIONS: dict[str, Any] = {
+    "security_protocol": Annotated[
+        str | None,
+        typer.Option(
+            "--security-protocol",
+            help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL "
+            "(env: EYRIE_SECURITY_PROTOCOL; default: PLAINTEXT)",
+            rich_help_panel=_PANEL,
+        ),
+    ],
+    "sasl_mechanism": Annotated[
+        str | None,
+        typer.Option(
+            "--sasl-mechanism",
+            help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (env: EYRIE_SASL_MECHANISM; default: PLAIN)",
+            rich_help_panel=_PANEL,
+        ),
+    ],
+    "sasl_username": Annotated[
+        str | None,
+        typer.Option("--sasl-username", help="SASL user (env: EYRIE_SASL_USERNAME)", rich_help_panel=_PANEL),
+    ],
+    "sasl_password_file": Annotated[
+        Path | None,
+        typer.Option(
+            "--sasl-password-file",
+            help="File holding the SASL password, so it is never on a command line "
+            "(env: EYRIE_SASL_PASSWORD_FILE, or the password itself in EYRIE_SASL_PASSWORD)",
+            rich_help_panel=_PANEL,
+        ),
+    ],
+    "ssl_cafile": Annotated[
+        Path | None,
+        typer.Option(
+            "--ssl-cafile",
+            help="CA certificates (PEM) that signed the brokers' certificates (env: EYRIE_SSL_CAFILE; "
+            "default: the system's CAs)",
+            rich_help_panel=_PANEL,
+        ),
+    ],
+    "ssl_certfile": Annotated[
+        Path | None,
+        typer.Option(
+            "--ssl-certfile",
+            help="Client certificate (PEM), for TLS client authentication (env: EYRIE_SSL_CERTFILE)",
+            rich_help_panel=_PANEL,
+        ),
+    ],
+    "ssl_keyfile": Annotated[
+        Path | None,
+        typer.Option(
+            "--ssl-keyfile",
+            help="The client certificate's key (PEM) (env: EYRIE_SSL_KEYFILE)",
+            rich_help_panel=_PANEL,
+        ),
+    ],
+}
+_security_flags: ContextVar[Mapping[str, Any] | None] = ContextVar("eyrie_security_flags", default=None)
+
+
+def kafka_options(command: Callable[P, R]) -> Callable[..., R]:
+    """Give a command that talks to Kafka the security flags (--security-protocol, --sasl-*, --ssl-*).
+
+    One decorator instead of seven parameters on every command: the flags are appended to the command's
+    signature for Typer, taken out again before the command runs, and `settings_from` reads them.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+        for name, annotation in _SECURITY_OPTIONS.items()
+    ]
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> R:
+        flags = {name: kwargs.pop(name, None) for name in _SECURITY_OPTIONS}
+        token = _security_flags.set(flags)
+        try:
+            return command(*args, **kwargs)
+        finally:
+            _security_flags.reset(token)
+
+    parameters = [*signature.parameters.values(), *extra]
+    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return wrapper
 
 
 def one_line_errors(command: Callable[P, R]) -> Callable[P, R]:
@@ -64,7 +154,8 @@ def run(coroutine: Coroutine[Any, Any, R]) -> R:
 
 
 def settings_from(bootstrap: str | None, config: Path | None) -> Settings:
-    return load_settings(config, bootstrap_servers=bootstrap)
+    """Settings with the command's flags on top; inside a `kafka_options` command, its security flags too."""
+    return load_settings(config, bootstrap_servers=bootstrap, **(_security_flags.get() or {}))
 
 
 def progress() -> Progress:

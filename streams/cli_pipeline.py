@@ -12,7 +12,14 @@ import typer
 
 from schemas.eventlog import EventLogWriter, read_events
 from schemas.exceptions import ConfigError
-from streams.cli_common import BootstrapOption, ConfigOption, one_line_errors, progress, settings_from
+from streams.cli_common import (
+    BootstrapOption,
+    ConfigOption,
+    kafka_options,
+    one_line_errors,
+    progress,
+    settings_from,
+)
 
 __all__ = ["applier", "record", "replay", "worker"]
 
@@ -30,18 +37,21 @@ def _run_role(role: str, bootstrap: str | None, config: Path | None, web_port: i
     run_app(create_app(settings, role, web_port=web_port))
 
 
+@kafka_options
 @one_line_errors
 def worker(bootstrap: BootstrapOption = None, config: ConfigOption = None, web_port: WebPort = None) -> None:
     """Run a worker: forwarders, metrics agent and placement (stops on Ctrl-C or SIGTERM)."""
     _run_role("worker", bootstrap, config, web_port)
 
 
+@kafka_options
 @one_line_errors
 def applier(bootstrap: BootstrapOption = None, config: ConfigOption = None, web_port: WebPort = None) -> None:
     """Run the applier: commits bindings against its ledger and reports results."""
     _run_role("applier", bootstrap, config, web_port)
 
 
+@kafka_options
 @one_line_errors
 def replay(
     log: Annotated[Path, typer.Argument(help="Event log (JSON Lines, optionally .gz)")],
@@ -95,6 +105,7 @@ def replay(
     typer.echo(f"replayed {result.events} events offline in {result.seconds:.1f} s: {summary}", err=True)
 
 
+@kafka_options
 @one_line_errors
 def record(
     out: Annotated[Path, typer.Option("--out", "-o", help="Event log to write (JSON Lines; .gz compresses)")],

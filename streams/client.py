@@ -23,17 +23,18 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from pydantic import BaseModel
 
 from schemas.codec import encode
 from schemas.documents import Document
 from schemas.events import Binding, BindingResult, MetricSample
-from schemas.exceptions import BrokerError
+from schemas.exceptions import BrokerError, InvalidInput
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
 from streams.core.ingress import is_watermark
 from streams.records import Decoded, decode_records
+from streams.security import client_security, consumer_limits, kafka_errors, producer_limits
 from streams.settings import Settings
 from streams.topics import ensure_topics
 
@@ -128,7 +129,7 @@ class EyrieClient:
         await self.close()
 
     async def start(self) -> None:
-        try:
+        with kafka_errors(self.settings):
             if self._create_topics:
                 await ensure_topics(self.settings)
             self._producer = AIOKafkaProducer(
@@ -137,13 +138,11 @@ class EyrieClient:
                 enable_idempotence=True,
                 acks="all",
                 linger_ms=self.settings.linger_ms,
-                max_batch_size=256 * 1024,
-                max_request_size=self.settings.max_message_bytes,
                 request_timeout_ms=self.settings.request_timeout_ms,
+                **producer_limits(self.settings, max_batch_size=256 * 1024),
+                **client_security(self.settings),
             )
             await self._producer.start()
-        except KafkaError as exc:
-            raise BrokerError(f"cannot reach Kafka at {self.settings.bootstrap_servers}: {exc}") from None
 
     async def close(self) -> None:
         if self._producer is not None:
@@ -174,13 +173,19 @@ class EyrieClient:
             payload = orjson.dumps(value)
         else:
             payload = value
-        future = await self._producer.send(
-            self.settings.topic(short_topic),
-            payload,
-            key=key.encode() if key is not None else None,
-            headers=headers,
-            partition=partition,
-        )
+        try:
+            future = await self._producer.send(
+                self.settings.topic(short_topic),
+                payload,
+                key=key.encode() if key is not None else None,
+                headers=headers,
+                partition=partition,
+            )
+        except MessageSizeTooLargeError:
+            raise InvalidInput(
+                f"a record of {len(payload):,} bytes for {self.settings.topic(short_topic)} (key {key!r}) is "
+                f"over max_message_bytes ({self.settings.max_message_bytes:,})"
+            ) from None
         self._pending.append(future)
         if len(self._pending) >= 10_000:
             await self.flush()
@@ -254,11 +259,12 @@ class EyrieClient:
             group_id=None,
             enable_auto_commit=False,
             request_timeout_ms=self.settings.request_timeout_ms,
-            fetch_max_bytes=16 * 1024 * 1024,
-            max_partition_fetch_bytes=4 * 1024 * 1024,
+            **consumer_limits(self.settings),
+            **client_security(self.settings),
         )
         try:
-            await consumer.start()
+            with kafka_errors(self.settings, "read from"):
+                await consumer.start()
             partitions = [
                 TopicPartition(name, p)
                 for name in names

@@ -2,6 +2,10 @@
 
 The broker address follows the project-wide precedence: an explicit value (a CLI flag), else
 ``KAFKA_BOOTSTRAP_SERVERS``, else the local broker's default address (``eyrie broker up``).
+
+Security settings (TLS and SASL) load the same way. The SASL password is a `SecretStr`: it prints as
+``**********`` in reprs, dumps and error messages, and it can come from a file (``sasl_password_file``,
+``--sasl-password-file``) so that it never sits on a command line or in a settings file.
 """
 
 from __future__ import annotations
@@ -9,17 +13,39 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from schemas.codec import from_validation_error
-from schemas.exceptions import ConfigError
+from schemas.exceptions import ConfigError, InvalidInput
 
-__all__ = ["DEFAULT_BOOTSTRAP", "Settings", "load_settings"]
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "SASL_MECHANISMS",
+    "SECURITY_PROTOCOLS",
+    "Settings",
+    "load_settings",
+]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+SECURITY_PROTOCOLS: tuple[str, ...] = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# Read by the loader and never stored: the password read from the file is.
+_PASSWORD_FILE = "sasl_password_file"
 
 
 class Settings(BaseModel):
@@ -32,6 +58,8 @@ class Settings(BaseModel):
     replication_factor: int = Field(default=3, ge=1, le=16)
     """Upper bound; topics get min(this, brokers in the cluster), so one local broker still works."""
     max_message_bytes: int = Field(default=1_048_576, ge=1024, le=100 * 1_048_576)
+    """The largest record: producers refuse bigger ones, topics are created with it as
+    ``max.message.bytes``, and consumers fetch at least this much per partition."""
     client_id: str = "eyrie"
     linger_ms: int = Field(default=5, ge=0, le=10_000)
     request_timeout_ms: int = Field(default=30_000, ge=1000)
@@ -47,39 +75,164 @@ class Settings(BaseModel):
     session_timeout_s: float = Field(default=10.0, ge=1.0, le=300.0)
     """How soon a killed worker's partitions move to a standby (the Kafka group session timeout)."""
 
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    """How every Kafka client of eyrie connects: TLS (``SSL``, ``SASL_SSL``) and/or SASL."""
+    sasl_mechanism: SaslMechanism = "PLAIN"
+    sasl_username: str | None = Field(default=None, min_length=1)
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    """PEM file of the CA(s) that signed the brokers' certificates (default: the system's CAs)."""
+    ssl_certfile: Path | None = None
+    """Client certificate (PEM) for brokers that require TLS client authentication."""
+    ssl_keyfile: Path | None = None
+    ssl_key_password: SecretStr | None = None
+    """Only for an encrypted `ssl_keyfile`."""
+    ssl_check_hostname: bool = True
+    """Off only for brokers whose certificates do not name the address clients use (never in production)."""
+
     def topic(self, short: str) -> str:
         return f"{self.topic_prefix}{short}"
 
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
 
-_ENV_FIELDS = {f"EYRIE_{name.upper()}": name for name in Settings.model_fields}
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @field_validator("security_protocol", "sasl_mechanism", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        # Environment variables are often typed in lower case (sasl_ssl, scram-sha-512).
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+    @classmethod
+    def _readable_file(cls, path: Path | None) -> Path | None:
+        if path is None:
+            return None
+        path = path.expanduser()
+        if not path.is_file():
+            raise ValueError(f"{path} does not exist or is not a file")
+        if not os.access(path, os.R_OK):
+            raise ValueError(f"{path} is not readable")
+        return path
+
+    @model_validator(mode="after")
+    def _consistent_security(self) -> Settings:
+        protocol = self.security_protocol
+        if self.uses_sasl:
+            if self.sasl_username is None:
+                raise InvalidInput(f"required when security_protocol is {protocol}", field="sasl_username")
+            if self.sasl_password is None or not self.sasl_password.get_secret_value():
+                raise InvalidInput(
+                    f"required when security_protocol is {protocol} "
+                    "(EYRIE_SASL_PASSWORD or --sasl-password-file)",
+                    field="sasl_password",
+                )
+        else:
+            # A credential that would silently go unused is almost always a forgotten security_protocol.
+            for name in ("sasl_username", "sasl_password"):
+                if getattr(self, name) is not None:
+                    raise InvalidInput(
+                        f"set, but security_protocol {protocol} does not use SASL "
+                        "(SASL_SSL or SASL_PLAINTEXT does)",
+                        field=name,
+                    )
+        if not self.uses_tls:
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_key_password"):
+                if getattr(self, name) is not None:
+                    raise InvalidInput(
+                        f"set, but security_protocol {protocol} does not use TLS (SSL or SASL_SSL does)",
+                        field=name,
+                    )
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise InvalidInput("needs ssl_certfile (the certificate of this key)", field="ssl_keyfile")
+        return self
+
+
+_ENV_FIELDS = {f"EYRIE_{name.upper()}": name for name in [*Settings.model_fields, _PASSWORD_FILE]}
+
+
+def _set(values: dict[str, Any], name: str, value: Any) -> None:
+    # The password and the password file are one setting: whichever a later source sets wins.
+    if name == _PASSWORD_FILE:
+        values.pop("sasl_password", None)
+    elif name == "sasl_password":
+        values.pop(_PASSWORD_FILE, None)
+    values[name] = value
+
+
+def _read_password(path: Any, source: str) -> str:
+    # A flag names itself; a file or a variable also needs the field.
+    where = source if source.startswith("--") else f"{source}: {_PASSWORD_FILE}"
+    try:
+        text = Path(str(path)).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(f"{where}: cannot read {path}: {reason}") from None
+    # Editors and `echo` add a final newline that is not part of the password.
+    password = text.rstrip("\r\n")
+    if not password:
+        raise ConfigError(f"{where}: {path} is empty")
+    return password
+
+
+def _yaml_reason(exc: yaml.YAMLError) -> str:
+    # str(exc) quotes the offending line, which may be the password's; the position says enough.
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"{exc.problem or exc.context or 'invalid YAML'}{where}"
+    return "invalid YAML"
 
 
 def load_settings(
     path: str | Path | None = None, *, env: Mapping[str, str] | None = None, **overrides: Any
 ) -> Settings:
-    """Build settings; every error names the file or variable and the field."""
+    """Build settings; every error names the file or variable and the field.
+
+    `overrides` (CLI flags) may include ``sasl_password_file``, as may the file and the environment
+    (``EYRIE_SASL_PASSWORD_FILE``); the password is then read from that file.
+    """
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     source = "settings"
     path = path or env.get("EYRIE_CONFIG") or None
     if path is not None:
         source = str(path)
         try:
             document = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: cannot read settings: {exc}".replace("\n", " ")) from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read settings: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: cannot read settings: {_yaml_reason(exc)}") from None
         if not isinstance(document, dict):
             raise ConfigError(f"{path}: expected a mapping of setting names to values")
-        values.update(document)
+        for name, value in document.items():
+            _set(values, str(name), value)
+            sources[str(name)] = source
     for variable, name in _ENV_FIELDS.items():
         if variable in env:
-            values[name] = env[variable]
+            _set(values, name, env[variable])
+            sources[name] = variable
     if env.get("KAFKA_BOOTSTRAP_SERVERS"):
         values["bootstrap_servers"] = env["KAFKA_BOOTSTRAP_SERVERS"]
-    values.update({key: value for key, value in overrides.items() if value is not None})
+    for name, value in overrides.items():
+        if value is not None:
+            _set(values, name, value)
+            sources[name] = f"--{name.replace('_', '-')}"
+    if _PASSWORD_FILE in values:
+        password_file = values.pop(_PASSWORD_FILE)
+        values["sasl_password"] = _read_password(password_file, sources.get(_PASSWORD_FILE, source))
     try:
         return Settings.model_validate(values)
     except ValidationError as exc:
         error = from_validation_error(exc)
-        culprit = next((v for v, n in _ENV_FIELDS.items() if n == error.field and v in env), source)
-        raise ConfigError(f"{culprit}: {error}") from None
+        field = (error.field or "").split(".")[0]
+        culprit = sources.get(field, source)
+        # A flag names itself; repeating the field after it would read "--x: x: ...".
+        message = str(error) if not culprit.startswith("--") else str(error).removeprefix(f"{field}: ")
+        raise ConfigError(f"{culprit}: {message}") from None

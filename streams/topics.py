@@ -10,9 +10,9 @@ import asyncio
 from dataclasses import dataclass, field
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError
 
 from schemas.exceptions import BrokerError
+from streams.security import client_security, kafka_errors
 from streams.settings import Settings
 
 __all__ = ["TOPICS", "TopicSpec", "ensure_topics", "topic_specs"]
@@ -84,31 +84,36 @@ async def ensure_topics(settings: Settings, extra: list[NewTopic] | None = None)
         bootstrap_servers=settings.bootstrap_servers,
         request_timeout_ms=settings.request_timeout_ms,
         client_id=settings.client_id,
+        **client_security(settings),
     )
     try:
-        await admin.start()
-        existing = set(await admin.list_topics())
-        brokers = len((await admin.describe_cluster())["brokers"]) or 1
-        wanted = [*topic_specs(settings), *(extra or [])]
-        missing = [
-            NewTopic(
-                t.name, t.num_partitions, min(t.replication_factor, brokers), topic_configs=t.topic_configs
-            )
-            for t in wanted
-            if t.name not in existing
-        ]
-        if not missing:
-            return []
-        response = await admin.create_topics(missing)
-        created = []
-        for name, code, *message in response.topic_errors:
-            if code not in (0, _TOPIC_ALREADY_EXISTS):  # another process may have created it meanwhile
-                raise BrokerError(f"cannot create topic {name}: error {code} {message[0] if message else ''}")
-            if code == 0:
-                created.append(name)
-        await _wait_for_leaders(admin, created)
-        return created
-    except KafkaError as exc:
-        raise BrokerError(f"cannot reach Kafka at {settings.bootstrap_servers}: {exc}") from None
+        with kafka_errors(settings):
+            await admin.start()
+            existing = set(await admin.list_topics())
+            brokers = len((await admin.describe_cluster())["brokers"]) or 1
+            wanted = [*topic_specs(settings), *(extra or [])]
+            missing = [
+                NewTopic(
+                    t.name,
+                    t.num_partitions,
+                    min(t.replication_factor, brokers),
+                    topic_configs=t.topic_configs,
+                )
+                for t in wanted
+                if t.name not in existing
+            ]
+            if not missing:
+                return []
+            response = await admin.create_topics(missing)
+            created = []
+            for name, code, *message in response.topic_errors:
+                if code not in (0, _TOPIC_ALREADY_EXISTS):  # another process may have created it meanwhile
+                    raise BrokerError(
+                        f"cannot create topic {name}: error {code} {message[0] if message else ''}"
+                    )
+                if code == 0:
+                    created.append(name)
+            await _wait_for_leaders(admin, created)
+            return created
     finally:
         await admin.close()

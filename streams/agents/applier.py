@@ -1,5 +1,9 @@
 """The applier: bindings in, `BindingResult`s out, against its own ledger (two Faust tables).
 
+Results go to users on ``binding-results`` and to placement straight onto the sequencer (one record per
+shard and batch): placement needs them to confirm or requeue its assumed pods, and the hop through a
+forwarder cost every pod one more record consumed, decoded and produced.
+
 It is the only writer of the ledger, so "never over allocatable" is checked in one place; the tables'
 changelogs carry it across restarts, and `Ledger.apply` is idempotent per uid, so bindings redelivered after
 a crash are answered again without being booked twice. Invalid pod requests and node events are not
@@ -9,6 +13,7 @@ placement, as releases on the bindings topic, so they can never overtake the bin
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -18,14 +23,27 @@ from schemas.codec import encode
 from schemas.events import Binding
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted
-from streams.agents.common import BATCH, WITHIN_S, bytes_table, decode_message, send, send_dead_letter
+from streams.agents.common import (
+    BATCH,
+    WITHIN_S,
+    bytes_table,
+    decode_message,
+    send,
+    send_dead_letter,
+    send_envelopes,
+)
+from streams.core.ingress import envelope_from_model, event_time
 from streams.core.ledger import Ledger
+from streams.core.sequencer import Envelope
 
 __all__ = ["register"]
+
+log = logging.getLogger(__name__)
 
 
 def register(app: faust.App, topics: Any) -> None:
     settings = topics.settings
+    observe = topics.observe
 
     ledger = Ledger(
         bytes_table(app, "ledger-nodes", settings.partitions),
@@ -35,6 +53,7 @@ def register(app: faust.App, topics: Any) -> None:
     @app.agent(topics.bindings, name="applier")
     async def apply_bindings(stream: Any) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
+            for_placement: list[Envelope] = []
             for event in events:
                 message = event.message
                 decoded = decode_message(topics, message)
@@ -46,7 +65,18 @@ def register(app: faust.App, topics: Any) -> None:
                     continue
                 binding: Binding = decoded.value
                 result = ledger.apply(binding, time.time())
+                observe.by_status[result.status].inc()
+                if result.status == "conflict":
+                    observe.conflicts.inc()
                 await send(topics, "binding-results", binding.uid.encode(), encode(result))
+                # The source names the binding record the result answers (what a dead letter would cite).
+                source = f"bindings/{message.partition}"
+                envelope = envelope_from_model(result, event_time(result, result.at), source)
+                if envelope is not None:
+                    for_placement.append(envelope)
+            for index, reason in (await send_envelopes(topics, for_placement)).items():
+                # The result is on binding-results all the same; placement keeps the pod assumed.
+                log.warning("result for %s not sent to placement: %s", for_placement[index].value.uid, reason)
 
     @app.agent(topics.node_events, name="applier-nodes")
     async def node_events(stream: Any) -> None:

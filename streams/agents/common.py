@@ -10,12 +10,13 @@ import faust
 
 from schemas.codec import encode
 from schemas.events import DeadLetter
-from streams.core.ingress import envelope_from_record
-from streams.core.sequencer import Envelope, Kind, encode_envelopes
+from streams.core.ingress import envelope_from_record, pack_envelopes
+from streams.core.sequencer import Envelope, Kind
 from streams.records import Decoded, decode_record, decode_records
 
 __all__ = [
     "BATCH",
+    "RECORD_OVERHEAD",
     "WITHIN_S",
     "TableBytes",
     "bytes_table",
@@ -47,7 +48,14 @@ def _shard_of(cluster: str, shards: int) -> int:
 
 def shards_for(envelope: Envelope, shards: int) -> range | tuple[int]:
     """Which sequencer partitions need `envelope`: a cluster's own shard, or all of them for what is not
-    tied to one cluster (watermarks, profiles, clock ticks, deletions, load summaries)."""
+    tied to one cluster (watermarks, profiles, clock ticks, deletions, load summaries).
+
+    A pod goes to the shard of the cluster its ``eyrie.io/cluster`` label pins it to; without one, to the
+    shard of its ``eyrie.io/federation`` label, else of the cluster ``default``. A workload is divided
+    among the clusters of the shard it reaches, so the federation label names a cluster whose shard-mates
+    share it (all clusters when there is one shard). Deletions go everywhere, so a workload's deletion
+    reaches the shard that holds its replicas; results go to the shard of the cluster their binding names,
+    which is the shard that placed it."""
     if shards == 1:
         return (0,)
     if envelope.kind in _BROADCAST:
@@ -56,7 +64,9 @@ def shards_for(envelope: Envelope, shards: int) -> range | tuple[int]:
     if envelope.kind is Kind.NODE:
         return (_shard_of(value.node.cluster, shards),)
     if envelope.kind is Kind.POD:
-        return (_shard_of(value.labels.get("eyrie.io/cluster", "default"), shards),)
+        labels = value.labels
+        key = labels.get("eyrie.io/cluster", labels.get("eyrie.io/federation", "default"))
+        return (_shard_of(key, shards),)
     if envelope.kind is Kind.RESULT:
         return (_shard_of(value.cluster or "default", shards),)
     return range(shards)
@@ -94,20 +104,35 @@ async def send(
     await topics.app.producer.send(topics.settings.topic(short_topic), key, value, partition, None, None)
 
 
-async def send_envelopes(topics: Any, envelopes: Sequence[Envelope]) -> None:
-    """One sequencer record per shard for the whole batch, each shard's envelopes in their order."""
+RECORD_OVERHEAD = 1024
+"""Bytes kept free under ``max_message_bytes`` for the record's key, headers and batch framing (aiokafka
+counts them against the limit too)."""
+
+
+async def send_envelopes(topics: Any, envelopes: Sequence[Envelope]) -> dict[int, str]:
+    """Each shard's envelopes of the batch, in order, in as few sequencer records as ``max_message_bytes``
+    allows (one, at the usual sizes: Kafka and Faust cost per record, not per byte). Returns the envelopes
+    that cannot travel at all (index → reason) for the caller to dead-letter: the producer raises on an
+    oversized record, and an agent that raises stops consuming."""
     if not envelopes:
-        return
-    shards = topics.settings.shards
-    per_shard: dict[int, list[Envelope]] = {}
-    for envelope in envelopes:
-        for shard in shards_for(envelope, shards):
-            per_shard.setdefault(shard, []).append(envelope)
-    for shard, items in per_shard.items():
-        await send(topics, "sequencer", f"shard-{shard}".encode(), encode_envelopes(items), shard)
+        return {}
+    settings = topics.settings
+    limit = settings.max_message_bytes - RECORD_OVERHEAD
+    per_shard: dict[int, list[int]] = {}
+    for index, envelope in enumerate(envelopes):
+        for shard in shards_for(envelope, settings.shards):
+            per_shard.setdefault(shard, []).append(index)
+    refused: dict[int, str] = {}
+    for shard, indices in per_shard.items():
+        records, unsent = pack_envelopes([envelopes[i] for i in indices], limit)
+        refused.update((indices[i], reason) for i, reason in unsent.items())
+        for record in records:
+            await send(topics, "sequencer", f"shard-{shard}".encode(), record, shard)
+    return refused
 
 
 async def send_dead_letter(topics: Any, letter: DeadLetter) -> None:
+    topics.observe.dead_letters.labels(letter.topic).inc()
     await send(topics, "dead-letters", letter.topic.encode(), encode(letter))
 
 

@@ -33,6 +33,7 @@ from streams.core.sequencer import (
     encode_envelope,
 )
 from streams.records import dead_letter
+from streams.security import client_security, consumer_limits
 
 __all__ = ["register"]
 
@@ -54,8 +55,8 @@ async def _rebuild(settings: Any, partition: int, until: int) -> Shard:
         bootstrap_servers=settings.bootstrap_servers,
         group_id=None,
         enable_auto_commit=False,
-        fetch_max_bytes=32 * 1024 * 1024,
-        max_partition_fetch_bytes=8 * 1024 * 1024,
+        **consumer_limits(settings, 32 * 1024 * 1024, 8 * 1024 * 1024),
+        **client_security(settings),
     )
     tp = TopicPartition(settings.topic("sequencer"), partition)
     await consumer.start()
@@ -91,19 +92,33 @@ def letter_for(message: Any, error: str) -> DeadLetter:
 
 def register(app: faust.App, topics: Any) -> None:
     settings = topics.settings
+    observe = topics.observe
     owned: dict[int, _Owned] = {}
+
+    def attempt_result(uid: str, outputs: list[Output]) -> Any:
+        for output in outputs:
+            if isinstance(output, Binding) and output.uid == uid:
+                return observe.scheduled
+            if isinstance(output, BindingResult) and output.uid == uid:
+                return observe.failed
+        return observe.waiting  # queued for its batch, held in Permit, or in backoff
 
     partitions = settings.partitions
 
-    async def publish(outputs: list[Output]) -> None:
+    async def publish(outputs: list[Output], received: float) -> None:
         # Bindings and releases are keyed by uid (SPEC) but partitioned by node: the applier then sees one
         # node's bookings and releases in placement's order, and a pod placed where another was just
         # deleted is never refused because the release sat in a partition read later.
         for output in outputs:
             if isinstance(output, Binding):
+                observe.bindings_sent.inc()
+                observe.latency.observe(max(0.0, time.time() - received))
                 partition = node_partition(output.node, partitions)
                 await send(topics, "bindings", output.uid.encode(), encode(output), partition)
             elif isinstance(output, BindingResult):
+                observe.verdicts_sent.inc()
+                observe.unschedulable.inc()
+                observe.latency.observe(max(0.0, time.time() - received))
                 await send(topics, "binding-results", output.uid.encode(), encode(output))
             elif isinstance(output, Release):  # on the partition of the binding it undoes
                 partition = node_partition(output.node, partitions)
@@ -141,6 +156,7 @@ def register(app: faust.App, topics: Any) -> None:
                     if isinstance(envelope, InvalidInput):
                         await send_dead_letter(topics, letter_for(message, str(envelope)))
                         continue
+                    started = time.perf_counter()
                     try:
                         outputs = current.shard.feed(envelope)
                     except Exception as exc:  # a bug must cost one envelope, not the shard's worker
@@ -148,7 +164,9 @@ def register(app: faust.App, topics: Any) -> None:
                         error = f"internal error in placement: {type(exc).__name__}: {exc}"
                         await send_dead_letter(topics, letter_for(message, error))
                         continue
-                    await publish(outputs)
+                    if envelope.kind is Kind.POD:
+                        attempt_result(envelope.value.uid, outputs).observe(time.perf_counter() - started)
+                    await publish(outputs, message.timestamp)
 
     @app.timer(settings.tick_interval)  # type: ignore[untyped-decorator]
     async def tick() -> None:

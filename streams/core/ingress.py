@@ -3,13 +3,19 @@ replay, so both reject the same records in the same words and stamp the same eve
 
 Replayed records carry three headers (`eyrie replay` sets them): ``eyrie-ts`` (the log's event time),
 ``eyrie-seq`` (the log line) and, on control records, ``eyrie-control: watermark``.
+
+Live records (no ``eyrie-ts``) take their event time from the model (``created_at``, ``ts``), but never later
+than the forwarder's clock: placement's clock only moves forward, so one record dated 2100 would otherwise
+move it to 2100 for good (every later decision stamped then, Permit timeouts and backoffs measured from
+then). Times in the past are kept; placement's clock never moves back for them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import orjson
 
@@ -18,11 +24,12 @@ from schemas.events import BindingResult, DeadLetter, MetricSample
 from schemas.exceptions import EyrieError, InvalidInput
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
-from streams.core.sequencer import Envelope, Kind, Watermark
+from streams.core.sequencer import Envelope, Kind, Watermark, encode_envelope, encode_envelopes
 from streams.records import dead_letter, decode_record
 
 __all__ = [
     "CONTROL_HEADER",
+    "FUTURE_S",
     "SEQ_HEADER",
     "TS_HEADER",
     "Headers",
@@ -30,7 +37,10 @@ __all__ = [
     "envelope_from_model",
     "envelope_from_record",
     "event_time",
+    "future_error",
+    "is_replayed",
     "is_watermark",
+    "pack_envelopes",
     "replay_headers",
     "replay_time",
     "watermark_from_record",
@@ -40,6 +50,13 @@ TS_HEADER = "eyrie-ts"
 SEQ_HEADER = "eyrie-seq"
 CONTROL_HEADER = "eyrie-control"
 WATERMARK_CONTROL = b"watermark"
+SESSION_PARTITIONS_LIMIT = 100_000
+"""The most partitions a replay session may list: placement keeps one entry per session partition, so a
+watermark naming 10^9 of them would take a worker's memory."""
+FUTURE_S = 3600.0
+"""How far past a worker's clock a live metric sample may be dated: clock skew between hosts, not years."""
+_NAME_LIMIT = 253
+"""A profile's name is a pod's ``scheduler_name``, a `schemas.base.Name`: a longer one could never be used."""
 
 Headers = Iterable[tuple[str, bytes]] | None
 
@@ -77,11 +94,28 @@ def _float_header(headers: Headers, name: str) -> float | None:
     return value
 
 
+def is_replayed(headers: Headers) -> bool:
+    """Whether the record came from `eyrie replay` (it then runs on its log's clock, not the worker's)."""
+    return _header(headers, TS_HEADER) is not None
+
+
+def future_error(ts: float, clock: float) -> str | None:
+    """Why a live sample dated `ts` is refused at `clock`, or None. The metrics core keeps a node's clock at
+    its newest sample, so one sample from 2100 would push every later real one out of the node's window and
+    date its summaries, and with them placement's clock, 2100."""
+    if ts > clock + FUTURE_S:
+        return f"ts: {ts} is more than {FUTURE_S:.0f} s past this worker's clock"
+    return None
+
+
 def watermark_from_record(value: bytes | None) -> Watermark:
     try:
-        return Watermark.from_json(orjson.loads(value or b""))
+        mark = Watermark.from_json(orjson.loads(value or b""))
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"watermark: not JSON: {exc}") from None
+    if sum(mark.partitions.values()) > SESSION_PARTITIONS_LIMIT:
+        raise InvalidInput(f"more than {SESSION_PARTITIONS_LIMIT:,} in all", field="watermark.partitions")
+    return mark
 
 
 def event_time(value: object, fallback: float) -> float:
@@ -120,13 +154,16 @@ def envelope_from_record(
         return dead_letter(topic, partition, offset, key, value, str(exc))
     clock = time.time() if now is None else now
     if short_topic == "config":
-        return _config_envelope(topic, partition, offset, key, value, source, replay_ts or clock)
+        ts = replay_ts if replay_ts is not None else clock  # a replay at time 0 is still a replay
+        return _config_envelope(topic, partition, offset, key, value, source, ts)
     decoded = decode_record(short_topic, partition, offset, key, value, full_topic=topic)
     if decoded.dead_letter is not None:
         return decoded.dead_letter
     model = decoded.value
-    ts = replay_ts if replay_ts is not None else event_time(model, clock)
-    envelope = envelope_from_model(model, ts, source, math.inf if seq is None else seq)
+    ts = replay_ts if replay_ts is not None else min(event_time(model, clock), clock)
+    envelope = envelope_from_model(
+        model, ts, source, math.inf if seq is None else seq, -1 if offset is None else offset
+    )
     if envelope is None and not isinstance(model, BindingResult):
         return dead_letter(
             topic, partition, offset, key, value, f"{short_topic} records are not for placement"
@@ -134,7 +171,9 @@ def envelope_from_record(
     return envelope
 
 
-def envelope_from_model(model: object, ts: float, source: str, seq: float = math.inf) -> Envelope | None:
+def envelope_from_model(
+    model: object, ts: float, source: str, seq: float = math.inf, offset: int = -1
+) -> Envelope | None:
     """The envelope for a validated input; None for what placement does not take (its own verdicts)."""
     kind: Kind
     if isinstance(model, PodRequest):
@@ -147,7 +186,7 @@ def envelope_from_model(model: object, ts: float, source: str, seq: float = math
         kind = Kind.RESULT
     else:
         return None
-    return Envelope(kind, ts, model, source, seq)
+    return Envelope(kind, ts, model, source, seq, offset)
 
 
 def _config_envelope(
@@ -159,9 +198,13 @@ def _config_envelope(
     source: str,
     ts: float,
 ) -> Envelope | DeadLetter:
-    name = key.decode("utf-8", errors="replace") if key else None
-    if not name:
-        return dead_letter(topic, partition, offset, key, value, "key: a profile record is keyed by its name")
+    try:
+        name = key.decode() if key else None
+    except UnicodeDecodeError:
+        name = None
+    if not name or len(name) > _NAME_LIMIT:
+        error = f"key: a profile record is keyed by its name (UTF-8, 1 to {_NAME_LIMIT} characters)"
+        return dead_letter(topic, partition, offset, key, value, error)
     if value is None:
         return Envelope(Kind.CONFIG, ts, {"name": name, "document": None}, source)
     try:
@@ -178,7 +221,54 @@ def config_envelope(name: str, document: object, ts: float, source: str) -> Enve
     """A profile checked before it travels: a bad one is refused here, with the reason, not in placement."""
     if not isinstance(document, dict):
         raise InvalidInput("a profile document must be a JSON object")
-    profile = parse_profile(document, where=f"profile {name}")
+    try:
+        profile = parse_profile(document, where=f"profile {name}")
+    except EyrieError:
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        # The loader assumes the shapes it reads (``plugins.score: "x"`` raised AttributeError in the
+        # forwarder); whatever it trips on, the profile is refused, not the agent stopped.
+        raise InvalidInput(f"profile {name}: malformed ({type(exc).__name__}: {exc})") from None
     if profile.name != name:
         raise InvalidInput(f"key: profile record keyed {name!r} holds schedulerName {profile.name!r}")
+    try:  # the document travels as it came; orjson writes 254 levels of nesting, and reads 1024
+        orjson.dumps(document)
+    except TypeError as exc:
+        raise InvalidInput(f"profile {name}: cannot be passed on: {exc}") from None
     return Envelope(Kind.CONFIG, ts, {"name": name, "document": document}, source)
+
+
+def pack_envelopes(envelopes: Sequence[Envelope], limit: int) -> tuple[list[bytes], dict[int, str]]:
+    """`envelopes` as sequencer records of at most `limit` bytes each (JSON arrays, in order), and the
+    envelopes that cannot travel at all (index → reason; the caller dead-letters them): those over `limit` on
+    their own, or that orjson cannot write. A validated record can grow on the way: a pod's ``host_ports:
+    [1, 2, ...]`` becomes objects with protocol and address, ten times the bytes, and one batch of large
+    pods is larger still; the producer raises on a record over ``max_message_bytes``, which would stop the
+    agent."""
+    if not envelopes:
+        return [], {}
+    with contextlib.suppress(TypeError):  # orjson.JSONEncodeError: found again below, envelope by envelope
+        whole = encode_envelopes(envelopes)
+        if len(whole) <= limit:
+            return [whole], {}
+    records: list[bytes] = []
+    refused: dict[int, str] = {}
+    parts: list[bytes] = []
+    size = 2  # the brackets
+    for index, envelope in enumerate(envelopes):
+        try:
+            part = encode_envelope(envelope)
+        except TypeError as exc:
+            refused[index] = f"cannot be encoded for the sequencer: {exc}"
+            continue
+        if len(part) + 2 > limit:
+            refused[index] = f"{len(part):,} bytes once encoded for the sequencer: over {limit:,}"
+            continue
+        if parts and size + 1 + len(part) > limit:
+            records.append(b"[" + b",".join(parts) + b"]")
+            parts, size = [], 2
+        size += len(part) + (1 if parts else 0)
+        parts.append(part)
+    if parts:
+        records.append(b"[" + b",".join(parts) + b"]")
+    return records, refused

@@ -205,7 +205,9 @@ class Ledger:
 
         - The uid already bound: to the same node, ``applied`` again and nothing changes (a binding
           redelivered after a crash); to another node, ``rejected``.
-        - The uid deleted: ``rejected``. Not bound and ``attempt`` below the last one seen: ``rejected``.
+        - The uid deleted: ``rejected``, unless this same binding (node and attempt) was committed before
+          the deletion: then ``applied`` again, the answer it first had. Not bound and ``attempt`` below
+          the last one seen: ``rejected``.
         - The node unknown (placement may learn of a node before the applier does), or the requests not
           fitting the node's room: ``conflict``, nothing changes, and placement queues the pod again.
         - Otherwise ``applied``: the requests and one pod are added to the node's allocation.
@@ -224,6 +226,10 @@ class Ledger:
                     return self._result(binding, now, "applied")
                 return self._result(binding, now, "rejected", [already_bound(str(pod["node"]))])
             if state == "deleted":
+                if pod["node"] == binding.node and pod["attempt"] == binding.attempt:
+                    # This very binding was committed before the pod went: redelivered after a crash (the
+                    # tables run ahead of the committed input offset), it gets its first answer again.
+                    return self._result(binding, now, "applied")
                 return self._result(binding, now, "rejected", [REASON_POD_DELETED])
             if binding.attempt < pod["attempt"]:
                 return self._result(binding, now, "rejected", [REASON_STALE_ATTEMPT])

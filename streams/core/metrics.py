@@ -365,7 +365,8 @@ class _WindowPath:
     def means(self) -> FloatArray:
         count = self.moments[:, :, 0]
         has = count >= 0.5
-        result: FloatArray = np.where(has, self.moments[:, :, 1] / np.maximum(count, 1.0), _ABSENT)
+        mean = np.maximum(self.moments[:, :, 1] / np.maximum(count, 1.0), 0.0)  # see `_window_stats`
+        result: FloatArray = np.where(has, mean, _ABSENT)
         return result
 
 
@@ -375,7 +376,10 @@ def _window_stats(moments: FloatArray) -> list[dict[str, tuple[float, float]]]:
     count, total, squares = moments[:, :, 0], moments[:, :, 1], moments[:, :, 2]
     has = count >= 0.5
     safe = np.where(has, count, 1.0)
-    mean = total / safe
+    # Sums that samples left the window from are running totals less the buckets pushed out: with tiny values
+    # (1e-300 next to 5e-324) the difference can round below zero, and a negative mean is refused on the
+    # sequencer (`NodeSummary.from_json`), so the summary would be lost. Metric values are never negative.
+    mean = np.maximum(total / safe, 0.0)
     std = np.sqrt(np.maximum(squares / safe - mean * mean, 0.0))
     return [
         {metric: (m, s) for metric, h, m, s in zip(WINDOW_METRICS, hs, ms, ss, strict=True) if h}

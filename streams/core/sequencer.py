@@ -350,7 +350,14 @@ class Shard:
     def apply(self, envelope: Envelope) -> list[Output]:
         """Apply one envelope at its event time, then run the queue: a pod is placed as soon as it arrives,
         so the decisions do not depend on how envelopes were batched on the way in."""
-        self.now = now = envelope.ts if self.reorder.session is not None else max(self.now, envelope.ts)
+        if self.reorder.session is None:
+            self.now = max(self.now, envelope.ts)
+        elif envelope.source in self.reorder.expected:
+            self.now = envelope.ts  # the replay's own clock: its envelopes come in (ts, seq) order
+        # else: a result, profile or tick during a replay applies at the replay's current time. Its own
+        # stamp is the wall clock, and moving the replay's clock there would expire backoffs and waits at
+        # moments the offline replay (which feeds results at their decision's time) never sees.
+        now = self.now
         self.counters[envelope.kind.value] += 1
         scheduler, placer, value = self.scheduler, self.placer, envelope.value
         outcomes: list[Outcome] = []  # straight from the scheduler: the placer sees them below

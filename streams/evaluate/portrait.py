@@ -181,13 +181,17 @@ def _place(
     random.Random(experiment.seed).shuffle(pods)
     by_name = {w.name: w for w in workloads}
     placement: dict[str, str] = {}
-    now = split
-    for pod in pods:
-        scheduler.add_pod(pod, now)
-        for outcome in scheduler.schedule(now):
+
+    def record(outcomes: list[Any]) -> None:
+        for outcome in outcomes:
             if isinstance(outcome, Placed):
                 scheduler.confirm(outcome.uid)
                 placement[outcome.uid] = outcome.node
+
+    now = split
+    for pod in pods:
+        scheduler.add_pod(pod, now)
+        record(scheduler.schedule(now))
         now += experiment.arrival_gap
         # The metrics pipeline catches up before the next arrival: every node's window shows the recent
         # usage of the pods on it (independent loads: variances add).
@@ -203,7 +207,7 @@ def _place(
                 "memory": (float(mean[1]), float(np.sqrt(var[1]))),
             }
             usage.set_window(row, stats, end=now)
-    scheduler.tick(now)
+    record(scheduler.tick(now))  # a batch profile's last batch, when its wait has passed
     return placement
 
 

@@ -221,6 +221,14 @@ def node_entry(nodes: dict[str, bytes], name: str) -> dict[str, Any]:
             {"pods": 0},
         ),
         (
+            "the binding a deleted pod was committed by, redelivered after a crash, gets applied again",
+            [upsert(small_node()), bind(binding(cpu=1000, memory=GiB)), delete("p1")],
+            binding(cpu=1000, memory=GiB),
+            "applied",
+            [],
+            {"pods": 0},
+        ),
+        (
             "a binding for a uid deleted before it was ever bound is rejected",
             [upsert(small_node()), delete("p1")],
             binding(cpu=1000, memory=GiB),
@@ -291,7 +299,7 @@ def test_apply_follows_the_ledger_rules(case, steps, b, status, reasons, allocat
     for step in steps:
         step(ledger)
     before = (dict(nodes), dict(pods))
-    already_bound_here = b.uid in pods and pod_entry(pods, b.uid)["state"] == "bound"
+    already_bound_here = b.uid in pods and pod_entry(pods, b.uid)["state"] in ("bound", "deleted")
     result = ledger.apply(b, 5.0)
     assert (result.status, result.reasons) == (status, reasons)
     assert ledger.allocated("n1") == allocated
@@ -545,6 +553,8 @@ class Model:
     def __init__(self) -> None:
         self.bound: dict[str, tuple[str, dict[str, int]]] = {}
         self.deleted: set[str] = set()
+        self.committed: dict[str, tuple[str, int]] = {}
+        """Per uid, the node and attempt of its latest booking."""
         # Amounts over allocatable that a shrinking upsert left in place; they may only go down.
         self.grandfathered: dict[str, dict[str, int]] = {}
 
@@ -560,8 +570,13 @@ def run_step(ledger: Ledger, model: Model, op: tuple[Any, ...], fixed_specs: boo
     elif kind == "bind":
         _, uid, on, asked, attempt = op
         result = ledger.apply(Binding(uid=uid, node=on, requests=Resources(asked), attempt=attempt), 1.0)
-        if result.status == "applied":
-            assert uid not in model.deleted
+        if result.status == "applied" and uid in model.deleted:
+            # Only the binding that committed it before its deletion is answered so again (a redelivery);
+            # nothing is booked, which check_invariants confirms.
+            assert model.committed.get(uid) == (on, attempt)
+        elif result.status == "applied":
+            if uid not in model.bound:  # a new booking, not the same one answered again
+                model.committed[uid] = (on, attempt)
             booked = {r: n for r, n in asked.items() if n > 0}
             assert model.bound.setdefault(uid, (on, booked))[0] == on, "a uid was booked on two nodes"
     elif kind == "delete":

@@ -45,17 +45,19 @@ class Pipeline:
     workdir: Path
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start(self, role: str) -> None:
-        log = open(self.workdir / f"{role}.log", "ab")  # noqa: SIM115 (closed with the process)
-        self.processes[role] = subprocess.Popen(
-            [str(Path(sys.executable).parent / "eyrie"), role],
+    def start(self, role: str, *args: str, name: str | None = None) -> None:
+        """`eyrie ROLE ARGS...`, known as `name` (default: the role) to `kill`."""
+        name = name or role
+        log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 (closed with the process)
+        self.processes[name] = subprocess.Popen(
+            [str(Path(sys.executable).parent / "eyrie"), role, *args],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
 
-    def kill(self, role: str) -> None:
-        process = self.processes.pop(role)
+    def kill(self, name: str) -> None:
+        process = self.processes.pop(name)
         process.send_signal(signal.SIGKILL)
         process.wait(10)
 
@@ -73,7 +75,7 @@ class Pipeline:
         return "\n".join(p.read_text(errors="replace") for p in self.workdir.glob("*.log"))
 
 
-def start_pipeline(bootstrap: str, workdir: Path) -> Pipeline:
+def start_pipeline(bootstrap: str, workdir: Path, web_ports: dict[str, int] | None = None) -> Pipeline:
     prefix = f"t{uuid.uuid4().hex[:8]}."
     env = {
         **os.environ,
@@ -86,8 +88,9 @@ def start_pipeline(bootstrap: str, workdir: Path) -> Pipeline:
     settings = load_settings(env=env)
     pipeline = Pipeline(settings, env, workdir)
     asyncio.run(_ensure(settings))
-    pipeline.start("worker")
-    pipeline.start("applier")
+    for role in ("worker", "applier"):
+        port = (web_ports or {}).get(role)
+        pipeline.start(role, *(["--web-port", str(port)] if port else []))
     return pipeline
 
 

@@ -430,3 +430,20 @@ def test_the_offset_travels_in_the_sequencer_record_and_a_bad_one_is_refused() -
     data["o"] = "42"
     with pytest.raises(InvalidInput, match="o"):
         decode_envelope(orjson.dumps(data))
+
+
+def test_a_result_arriving_during_a_replay_applies_at_the_replay_s_time_not_its_wall_clock_stamp() -> None:
+    shard = Shard()
+    session = {"node-events": 1, "pod-requests": 1}
+    for source in ("node-events/0", "pod-requests/0"):
+        shard.feed(mark(-1.0, source, partitions=session))
+    shard.feed(Envelope(Kind.NODE, 0.0, node("n1"), "node-events/0", 1))
+    shard.feed(Envelope(Kind.POD, 5.0, pod("p"), "pod-requests/0", 2))
+    outputs = []
+    for source in ("node-events/0", "pod-requests/0"):
+        outputs += shard.feed(mark(5.0, source, partitions=session))
+    placed = [o for o in outputs if isinstance(o, Binding)]
+    assert [b.uid for b in placed] == ["p"] and shard.now == 5.0
+    result = BindingResult(uid="p", node="n1", status="applied", at=1.8e9)
+    shard.feed(Envelope(Kind.RESULT, 1.8e9, result, "bindings/0"))
+    assert shard.now == 5.0

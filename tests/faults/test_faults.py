@@ -1,0 +1,337 @@
+"""Faults while a 20,000-pod log replays through a real broker, worker and applier (issue 7).
+
+Each case injects one fault mid-replay; afterwards every pod must have exactly one final decision (applied
+or unschedulable), no node may ever have held more than its allocatable in the applier's ledger (walked
+over the whole bindings stream, not only the end state), and every pod's node must equal a clean offline
+replay of the same log. The figures of each case go into one table, printed at the end of the session
+(`make test-faults`).
+
+The module starts its own broker (the broker fault stops it), so it never disturbs the session's broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from schemas.eventlog import read_events
+from schemas.events import Binding, BindingResult
+from schemas.node import NodeEvent
+from schemas.pod import PodDeleted, PodRequest
+from streams.broker import LocalBroker, free_port
+from streams.client import EyrieClient, latest_decisions
+from streams.demo.workload import NODE_SECONDS_PER_ARRIVAL, generate_gpu_like_log
+from streams.replay import OfflineResult, replay_live, replay_offline
+from streams.settings import Settings
+from tests.faults.table import FaultRow, record_row
+from tests.streams.test_pipeline import Pipeline, start_pipeline
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+PODS = 20_000
+NODES = 200
+LOAD_DIVISOR = 4.0
+"""Arrivals 4× sparser than the demo's (busy but not saturated): with the demo's load a third of the pods
+wait unschedulable and retry on every deletion, which measures the queue rather than the faults."""
+FINAL = {"applied", "unschedulable"}
+SETTLED = FINAL | {"rejected"}
+"""What a pod's last result can be once nothing more will happen to it (rejected is a failure here)."""
+QUIET_S = 5.0
+TIMEOUT_S = 600.0
+
+# ------------------------------------------------------------------------------------------- builders
+
+
+@dataclass
+class Progress:
+    """binding-results as they arrive: when, and each pod's statuses."""
+
+    arrivals: list[float] = field(default_factory=list)
+    latest: dict[str, str] = field(default_factory=dict)
+
+    def count(self) -> int:
+        return len(self.arrivals)
+
+    def first_after(self, moment: float) -> float | None:
+        return next((t for t in self.arrivals if t > moment), None)
+
+
+async def follow(settings: Settings, progress: Progress, stop: asyncio.Event) -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers, group_id=None)
+    await consumer.start()
+    try:
+        topic = settings.topic("binding-results")
+        partitions = [TopicPartition(topic, p) for p in range(settings.partitions)]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # the broker fault: keep polling until it is back
+                batches = await consumer.getmany(timeout_ms=200, max_records=5000)
+                now = time.monotonic()
+                for messages in batches.values():
+                    for message in messages:
+                        result = orjson.loads(message.value)
+                        progress.arrivals.append(now)
+                        progress.latest[result["uid"]] = result["status"]
+    finally:
+        await consumer.stop()
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+def owner_of_placement(ports: dict[str, int], settings: Settings) -> str:
+    """Which named worker consumes the sequencer partition now (from its /health)."""
+    sequencer = settings.topic("sequencer")
+    for name, port in ports.items():
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+            if json.loads(response.read()).get("assigned", {}).get(sequencer):
+                return name
+    raise AssertionError("no worker owns the sequencer partition")
+
+
+@dataclass
+class Context:
+    pipeline: Pipeline
+    broker: LocalBroker
+    progress: Progress
+    ports: dict[str, int]
+
+
+async def at_share(context: Context, share: float) -> None:
+    progress = context.progress
+    await until(
+        lambda: progress.count() >= share * PODS, f"{share:.0%} of the results ({progress.count()} so far)"
+    )
+
+
+Fault = Callable[[Context], Awaitable[list[tuple[float, float]]]]
+"""Injects a fault; returns (injected, resumed) monotonic times per injection."""
+
+
+async def kill_worker_twice(context: Context) -> list[tuple[float, float]]:
+    times = []
+    for share in (0.25, 0.6):
+        await at_share(context, share)
+        injected = time.monotonic()
+        context.pipeline.kill("worker")
+        await asyncio.sleep(1)
+        context.pipeline.start("worker")
+        times.append((injected, time.monotonic()))
+    return times
+
+
+async def kill_applier(context: Context) -> list[tuple[float, float]]:
+    await at_share(context, 0.4)
+    injected = time.monotonic()
+    context.pipeline.kill("applier")
+    await asyncio.sleep(1)
+    context.pipeline.start("applier")
+    return [(injected, time.monotonic())]
+
+
+async def stop_broker(context: Context) -> list[tuple[float, float]]:
+    await at_share(context, 0.4)
+    injected = time.monotonic()
+    await asyncio.to_thread(context.broker.down)
+    await asyncio.sleep(10)
+    await asyncio.to_thread(context.broker.up, 120.0)
+    return [(injected, time.monotonic())]
+
+
+async def kill_active_of_two_workers(context: Context) -> list[tuple[float, float]]:
+    await at_share(context, 0.4)
+    owner = owner_of_placement(context.ports, context.pipeline.settings)
+    injected = time.monotonic()
+    context.pipeline.kill(owner)
+    return [(injected, injected)]
+
+
+def ledger_overcommitted(
+    log: Path, bindings_stream: list[Binding | PodDeleted], results: list[BindingResult]
+) -> set[str]:
+    """Nodes that ever held more than their allocatable in the applier's ledger: the bindings topic (in
+    per-node order) replayed with the bookings the applier reported as applied, and its releases."""
+    allocatable = {
+        e.value.node.name: dict(e.value.node.allocatable)
+        for e in read_events(log)
+        if isinstance(e.value, NodeEvent)
+    }
+    applied = {(r.uid, r.attempt) for r in results if r.status == "applied"}
+    booked: dict[str, Binding] = {}
+    held: dict[str, Counter[str]] = {name: Counter() for name in allocatable}
+    over: set[str] = set()
+    for record in bindings_stream:
+        if isinstance(record, Binding):
+            if (record.uid, record.attempt) in applied and record.uid not in booked:
+                booked[record.uid] = record
+                held[record.node].update(dict(record.requests))
+                if any(
+                    amount > allocatable[record.node].get(r, 0) for r, amount in held[record.node].items()
+                ):
+                    over.add(record.node)
+        elif record.uid in booked:
+            released = booked.pop(record.uid)
+            held[released.node].subtract(dict(released.requests))
+    return over
+
+
+async def read_outputs(settings: Settings) -> tuple[list[Binding | PodDeleted], list[BindingResult]]:
+    stream: list[Binding | PodDeleted] = []
+    results: list[BindingResult] = []
+    async with EyrieClient(settings, create_topics=False) as client:
+        async for _, decoded in client.records(["bindings", "binding-results"]):
+            value = decoded.value
+            if isinstance(value, Binding | PodDeleted):
+                stream.append(value)
+            elif isinstance(value, BindingResult):
+                results.append(value)
+    return stream, results
+
+
+# ------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    if shutil.which("java") is None:
+        pytest.skip("the fault tests start their own Kafka broker, which needs java")
+    port = free_port()
+    controller = free_port()
+    while controller == port:
+        controller = free_port()
+    local = LocalBroker(port, tmp_path_factory.mktemp("fault-broker"), controller)
+    local.up(timeout=120.0)
+    yield local
+    local.down()
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, OfflineResult]:
+    log = tmp_path_factory.mktemp("faults") / "workload.jsonl"
+    gap = NODE_SECONDS_PER_ARRIVAL / NODES * LOAD_DIVISOR
+    generate_gpu_like_log(log, nodes=NODES, pods=PODS, mean_interarrival_s=gap, metrics=False)
+    return log, replay_offline(log, Settings())
+
+
+# ---------------------------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize(
+    ("fault", "inject", "workers"),
+    [
+        pytest.param(
+            "worker SIGKILL ×2",
+            kill_worker_twice,
+            1,
+            id="The placement worker is killed with SIGKILL and restarted, twice.",
+        ),
+        pytest.param(
+            "applier SIGKILL", kill_applier, 1, id="The applier is killed with SIGKILL and restarted."
+        ),
+        pytest.param(
+            "broker stopped 10 s", stop_broker, 1, id="The broker stops for 10 seconds and starts again."
+        ),
+        pytest.param(
+            "2 workers, active killed",
+            kill_active_of_two_workers,
+            2,
+            id="Two placement workers run at once and the active one is killed; the standby takes over.",
+        ),
+    ],
+)
+def test_after_the_fault_every_pod_is_decided_once_no_node_overfills_and_live_equals_offline(
+    fault: str,
+    inject: Fault,
+    workers: int,
+    broker: LocalBroker,
+    workload: tuple[Path, OfflineResult],
+    tmp_path: Path,
+) -> None:
+    log, offline = workload
+    uids = {e.value.uid for e in read_events(log) if isinstance(e.value, PodRequest)}
+    ports = {f"worker-{i}": free_port() for i in range(workers)} if workers > 1 else {}
+    pipeline = start_pipeline(broker.bootstrap, tmp_path, web_ports=None)
+    if workers > 1:
+        pipeline.kill("worker")
+        for name, port in ports.items():
+            pipeline.start("worker", "--web-port", str(port), name=name)
+    try:
+
+        async def scenario() -> list[float]:
+            progress = Progress()
+            stop = asyncio.Event()
+            follower = asyncio.create_task(follow(pipeline.settings, progress, stop))
+            replay = asyncio.create_task(replay_live(log, pipeline.settings))
+            times = await inject(Context(pipeline, broker, progress, ports))
+            await replay
+
+            # Done when every pod is final and nothing has arrived for a while (a retried pod may still
+            # turn from unschedulable to applied).
+            def final() -> int:
+                return sum(1 for uid in uids if progress.latest.get(uid) in SETTLED)
+
+            await until(lambda: final() == len(uids), f"every pod final ({final()} of {len(uids)})")
+            await until(lambda: time.monotonic() - progress.arrivals[-1] > QUIET_S, "quiet")
+            stop.set()
+            await follower
+            recovery = []
+            for injected, resumed in times:
+                # From the fault to the first result after the process or broker is back.
+                first = progress.first_after(resumed)
+                assert first is not None, "no result after the fault"
+                recovery.append(first - injected)
+            return recovery
+
+        recovery = asyncio.run(scenario())
+        stream, results = asyncio.run(read_outputs(pipeline.settings))
+    finally:
+        pipeline.stop()
+
+    latest = {
+        d.uid: d
+        for d in latest_decisions(
+            {b.uid: b for b in stream if isinstance(b, Binding)}, {r.uid: r for r in results}
+        )
+    }
+    lost = {uid for uid in uids if latest.get(uid) is None or latest[uid].status not in FINAL}
+    applied_nodes: dict[str, set[str]] = {}
+    for result in results:
+        if result.status == "applied":
+            applied_nodes.setdefault(result.uid, set()).add(result.node or "")
+    duplicated = {uid for uid, nodes in applied_nodes.items() if len(nodes) > 1}
+    over = ledger_overcommitted(log, stream, results)
+    offline_nodes = {d.uid: d.node for d in offline.decisions}
+    differing = sorted(uid for uid in uids if latest.get(uid) and latest[uid].node != offline_nodes.get(uid))
+    record_row(
+        FaultRow(
+            fault=fault,
+            pods=len(uids),
+            lost=len(lost),
+            duplicated=len(duplicated),
+            overcommitted=len(over),
+            recovery_s=max(recovery),
+            differing=len(differing),
+        )
+    )
+    assert not lost, f"{len(lost)} pods without a final decision, e.g. {sorted(lost)[:3]}"
+    assert not duplicated, f"{len(duplicated)} pods applied on two nodes, e.g. {sorted(duplicated)[:3]}"
+    assert not over, f"nodes over allocatable: {sorted(over)[:5]}"
+    assert not differing, f"{len(differing)} pods placed unlike the offline replay, e.g. {differing[:3]}"
