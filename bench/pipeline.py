@@ -178,7 +178,7 @@ class Results:
             await self._consumer.stop()
 
 
-def _producer(settings: Settings) -> AIOKafkaProducer:
+def bench_producer(settings: Settings) -> AIOKafkaProducer:
     return AIOKafkaProducer(
         bootstrap_servers=settings.bootstrap_servers,
         acks="all",
@@ -194,7 +194,7 @@ ROUNDS = ("one sample per record", "batched records")
 async def publish_backlog(settings: Settings, workload: Workload, per_record: int) -> None:
     """Node events, then the metric samples twice: one sample per record, and again (later in event time)
     `per_record` samples of a node per record; each round closes with one sentinel sample per partition."""
-    producer = _producer(settings)
+    producer = bench_producer(settings)
     await producer.start()
     try:
         futures = []
@@ -282,7 +282,7 @@ async def metrics_drain_seconds(settings: Settings, timeout: float) -> list[floa
 async def warm_up(settings: Settings, results: Results, timeout: float) -> float:
     """A pod that fits nowhere, and its verdict: the worker and applier have joined and placement is live."""
     started = time.perf_counter()
-    producer = _producer(settings)
+    producer = bench_producer(settings)
     await producer.start()
     try:
         probe = PodRequest(uid=f"warm-up-{uuid.uuid4().hex[:6]}", node_selector={"eyrie.io/warm-up": "none"})
@@ -299,7 +299,7 @@ async def publish_pods(
 ) -> dict[str, float]:
     """Publish pods, flat out or at `rate` per second; returns when each was handed to the producer."""
     payloads = [(pod.uid, encode(pod)) for pod in pods]
-    producer = _producer(settings)
+    producer = bench_producer(settings)
     await producer.start()
     sent_at: dict[str, float] = {}
     topic = settings.topic("pod-requests")

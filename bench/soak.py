@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaProducer
 
-from bench.pipeline import Results, make_workload, warm_up
+from bench.pipeline import Results, bench_producer, make_workload, warm_up
 from schemas.codec import encode
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted
@@ -88,22 +87,12 @@ class SoakFigures:
         return data
 
 
-def _producer(settings: Settings) -> AIOKafkaProducer:
-    return AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap_servers,
-        acks="all",
-        enable_idempotence=True,
-        linger_ms=settings.linger_ms,
-        max_batch_size=256 * 1024,
-    )
-
-
 async def _soak(args: argparse.Namespace, settings: Settings, pids: dict[str, int]) -> SoakFigures:
     workload = make_workload(args.nodes, args.pods, 0, "default", args.seed)
     figures = SoakFigures(args.nodes, args.pods, args.samples, warm_up_rounds=args.warm_up)
     results = Results(settings)
     await results.start()
-    producer = _producer(settings)
+    producer = bench_producer(settings)
     await producer.start()
     try:
         for spec in workload.nodes:

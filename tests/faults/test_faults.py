@@ -176,11 +176,16 @@ def ledger_overcommitted(
     }
     applied = {(r.uid, r.attempt) for r in results if r.status == "applied"}
     booked: dict[str, Binding] = {}
+    released: set[str] = set()  # the ledger never books a deleted uid again (a resent binding is re-answered)
     held: dict[str, Counter[str]] = {name: Counter() for name in allocatable}
     over: set[str] = set()
     for record in bindings_stream:
         if isinstance(record, Binding):
-            if (record.uid, record.attempt) in applied and record.uid not in booked:
+            if (
+                (record.uid, record.attempt) in applied
+                and record.uid not in booked
+                and record.uid not in released
+            ):
                 booked[record.uid] = record
                 held[record.node].update(dict(record.requests))
                 if any(
@@ -188,8 +193,9 @@ def ledger_overcommitted(
                 ):
                     over.add(record.node)
         elif record.uid in booked:
-            released = booked.pop(record.uid)
-            held[released.node].subtract(dict(released.requests))
+            gone = booked.pop(record.uid)
+            held[gone.node].subtract(dict(gone.requests))
+            released.add(record.uid)
     return over
 
 
