@@ -65,7 +65,7 @@ def register(app: faust.App, topics: Any) -> None:
                     continue
                 binding: Binding = decoded.value
                 result = ledger.apply(binding, time.time())
-                observe.by_status[result.status].inc()
+                (observe.by_status.get(result.status) or observe.results.labels(result.status)).inc()
                 if result.status == "conflict":
                     observe.conflicts.inc()
                 await send(topics, "binding-results", binding.uid.encode(), encode(result))
