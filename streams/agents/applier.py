@@ -50,9 +50,24 @@ def register(app: faust.App, topics: Any) -> None:
         bytes_table(app, "ledger-pods", settings.partitions),
     )
 
+    reconciled = False
+
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]  # mode types an async receiver oddly
+    async def reconcile_after_recovery(sender: Any, *args: Any, signal: Any, **_: Any) -> None:
+        nonlocal reconciled
+        reconciled = False  # tables of newly assigned partitions are recovered before the agent resumes
+
     @app.agent(topics.bindings, name="applier")
     async def apply_bindings(stream: Any) -> None:
+        nonlocal reconciled
         async for events in stream.take_events(BATCH, within=WITHIN_S):
+            if not reconciled:
+                corrected = ledger.reconcile()
+                if corrected:
+                    log.warning(
+                        "ledger reconciled: %d nodes counted pods they had no entry for", len(corrected)
+                    )
+                reconciled = True
             for_placement: list[Envelope] = []
             for event in events:
                 message = event.message

@@ -278,6 +278,38 @@ class Ledger:
         self._pods[uid] = orjson.dumps(pod)
         return released_from
 
+    def reconcile(self) -> list[str]:
+        """Make every node's allocation the sum of the pods bound to it; returns the nodes it corrected.
+
+        A commit writes the node and then the pod, a release the reverse, and the two changelog records
+        are not written atomically: an applier killed between them (its records still queued in the
+        producer) recovers a node that counts a pod with no entry, and the binding, redelivered, would be
+        booked a second time (room leaks; later pods conflict). The pod entries are the record of what is
+        bound, so the applier calls this when it starts, once its tables are recovered."""
+        sums: dict[str, dict[str, int]] = {}
+        for uid in list(self._pods.keys()):
+            raw = self._pods.get(uid)
+            if raw is None:
+                continue
+            pod: PodEntry = orjson.loads(raw)
+            if pod["state"] != "bound" or pod["node"] is None:
+                continue
+            allocated = sums.setdefault(pod["node"], {PODS: 0})
+            allocated[PODS] += 1
+            for resource, amount in pod["requests"].items():
+                if amount > 0:
+                    allocated[resource] = allocated.get(resource, 0) + amount
+        corrected = []
+        for name in list(self._nodes.keys()):
+            node: NodeEntry = orjson.loads(self._nodes[name])
+            expected = sums.get(name, {PODS: 0})
+            if node["allocated"] != expected:
+                node["allocated"] = expected
+                node["version"] += 1
+                self._nodes[name] = orjson.dumps(node)
+                corrected.append(name)
+        return sorted(corrected)
+
     # -------------------------------------------------------------------------------------- reporting
 
     def allocated(self, node: str) -> dict[str, int]:

@@ -46,8 +46,9 @@ LOAD_DIVISOR = 4.0
 """Arrivals 4× sparser than the demo's (busy but not saturated): with the demo's load a third of the pods
 wait unschedulable and retry on every deletion, which measures the queue rather than the faults."""
 FINAL = {"applied", "unschedulable"}
-SETTLED = FINAL | {"rejected"}
-"""What a pod's last result can be once nothing more will happen to it (rejected is a failure here)."""
+SETTLED = FINAL | {"rejected", "conflict"}
+"""What a pod's last result can be once nothing more happens to it (the quiet period tells): rejected, or a
+conflict nothing followed, is a failure here, reported rather than waited out."""
 QUIET_S = 5.0
 TIMEOUT_S = 600.0
 

@@ -492,6 +492,35 @@ def test_a_ledger_rebuilt_on_the_same_mappings_after_a_restart_does_not_book_a_r
     assert restarted.allocated("n1") == {"cpu": 1000, "pods": 1}
 
 
+@pytest.mark.parametrize(
+    ("lost", "case"),
+    [
+        ("pod", "a commit whose pod entry was lost: the node counted a pod nobody has"),
+        ("node", "a release whose node entry was lost: the node still counted the released pod"),
+    ],
+)
+def test_reconcile_repairs_a_crash_between_the_two_writes_so_a_redelivery_books_once(lost, case):
+    _, nodes, pods = fresh()
+    ledger = Ledger(nodes, pods)
+    ledger.upsert_node(small_node())
+    ledger.apply(binding("p0", cpu=1000), 1.0)
+    if lost == "pod":
+        ledger.apply(binding(cpu=1000), 1.0)
+        del pods["p1"]  # killed after the node's record was written, before the pod's
+    else:
+        before = nodes["n1"]
+        ledger.delete("p0", 1.0)
+        nodes["n1"] = before  # killed after the pod's record, before the node's
+    restarted = Ledger(nodes, pods)
+    assert restarted.reconcile() == ["n1"]
+    expected = {"cpu": 1000, "pods": 1} if lost == "pod" else {"pods": 0}
+    assert restarted.allocated("n1") == expected
+    if lost == "pod":
+        assert restarted.apply(binding(cpu=1000), 2.0).status == "applied"  # the binding, redelivered
+        assert restarted.allocated("n1") == {"cpu": 2000, "pods": 2}
+    assert restarted.reconcile() == []
+
+
 def test_a_pod_entry_records_what_was_booked():
     ledger, _, pods = fresh()
     ledger.upsert_node(small_node())
