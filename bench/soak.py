@@ -6,7 +6,7 @@ The input goes in `rounds` equal rounds; each round publishes its samples (20 of
 `EyrieClient.publish_metrics` sends them), its pods, and deletions of the pods of two rounds before (so the
 cluster holds about two rounds of pods and stays schedulable), then waits for every pod of the round to get
 a final result. After each round it records the round's pods/s, samples/s and the worker's and applier's
-RSS (/proc). Verdicts, after a warm-up of `--warm-up` rounds: RSS growth below 10 % for the worker, and
+RSS. Verdicts, after a warm-up of `--warm-up` rounds: RSS growth below 10 % for the worker, and
 throughput that does not decay (the median pods/s of the last quarter of rounds at least 90 % of the first
 quarter's). Writes soak.png (RSS and throughput by round) and soak.json; the last stdout line is the JSON.
 """
@@ -30,23 +30,15 @@ from schemas.codec import encode
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted
 from streams.broker import resolved_broker
-from streams.demo.processes import start_role, stop_all
+from streams.demo.processes import resident_bytes, start_role, stop_all
 from streams.settings import Settings, load_settings
 from streams.topics import ensure_topics
 
-__all__ = ["Round", "SoakFigures", "main", "rss_bytes"]
+__all__ = ["Round", "SoakFigures", "main"]
 
 PER_RECORD = 20
 RSS_GROWTH_LIMIT = 0.10
 DECAY_LIMIT = 0.90
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident set size of a process, from /proc (Linux)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 @dataclass
@@ -143,8 +135,8 @@ async def _soak(args: argparse.Namespace, settings: Settings, pids: dict[str, in
                     pods_per_s=len(pods) / seconds,
                     samples_per_s=samples_per_round / seconds,
                     seconds=seconds,
-                    worker_rss=rss_bytes(pids["worker"]),
-                    applier_rss=rss_bytes(pids["applier"]),
+                    worker_rss=resident_bytes(pids["worker"]),
+                    applier_rss=resident_bytes(pids["applier"]),
                 )
             )
             last = figures.rounds[-1]

@@ -32,7 +32,7 @@ from streams.agents.common import (
     send_dead_letter,
     send_envelopes,
 )
-from streams.core.ingress import envelope_from_model, event_time
+from streams.core.ingress import envelope_from_model
 from streams.core.ledger import Ledger
 from streams.core.sequencer import Envelope
 
@@ -86,7 +86,7 @@ def register(app: faust.App, topics: Any) -> None:
                 await send(topics, "binding-results", binding.uid.encode(), encode(result))
                 # The source names the binding record the result answers (what a dead letter would cite).
                 source = f"bindings/{message.partition}"
-                envelope = envelope_from_model(result, event_time(result, result.at), source)
+                envelope = envelope_from_model(result, result.at, source)
                 if envelope is not None:
                     for_placement.append(envelope)
             for index, reason in (await send_envelopes(topics, for_placement)).items():

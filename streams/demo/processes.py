@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["start_role", "stop_all"]
+__all__ = ["resident_bytes", "start_role", "stop_all"]
 
 STOP_GRACE_S = 30.0
 
@@ -34,3 +34,11 @@ def stop_all(processes: Sequence[subprocess.Popen[bytes]]) -> None:
             process.wait(STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def resident_bytes(pid: int) -> int:
+    """Resident set size of a process, from /proc (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")

@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -25,6 +24,7 @@ from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
 from streams.broker import free_port
 from streams.client import EyrieClient
+from streams.demo.processes import resident_bytes
 from streams.security import client_security, producer_limits
 from streams.settings import Settings
 from tests.fuzz.corpus import TOPICS, Fate, Hostile, corpus
@@ -131,13 +131,6 @@ def wait_for_letters(settings: Settings, expected: int, timeout: float = 300.0) 
     return seen
 
 
-def resident_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for {pid}")
-
-
 def healthy(port: int) -> tuple[int, dict[str, object]]:
     status, body = scrape(port, "/health")
     return status, json.loads(body)
@@ -223,7 +216,7 @@ def test_ten_thousand_hostile_records_per_topic_meet_their_fates_and_the_workers
         batch = [record for topic in TOPICS for record in records[topic][part]]
         asyncio.run(publish(settings, batch, published))
         count = wait_for_letters(settings, published.letters)
-        resident.append(resident_kib(pipeline.processes["worker"].pid))
+        resident.append(resident_bytes(pipeline.processes["worker"].pid) // 1024)
         halves.append(time.monotonic() - begun)
         log.warning(
             "after %d records: %d dead letters (%d expected), worker %d KiB",
