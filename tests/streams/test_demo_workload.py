@@ -28,8 +28,8 @@ from streams.demo.workload import (
 )
 from streams.traces.alibaba_gpu2023 import iter_alibaba_gpu2023
 from streams.traces.common import Report
+from tests.paths import TRACES
 
-TRACES = Path(__file__).parents[3] / "shared" / "traces"
 ALIBABA_GPU = TRACES / "alibaba_gpu_v2023"
 GPU = "nvidia.com/gpu"
 MIB = 2**20

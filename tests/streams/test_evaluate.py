@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from streams.cli import app
+from tests.paths import BITBRAINS
 
-TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "bitbrains_rnd_2013-7"
+TRACE = BITBRAINS
 RUNNER = CliRunner()
 KEYS = {
     "pods_placed",

@@ -18,8 +18,8 @@ from schemas.pod import PodDeleted, PodRequest
 from streams.cli import app
 from streams.evaluate.metrics import gpu_fragmentation, over_capacity, spread, utilisation
 from streams.evaluate.suite import GpuTrace, SuiteExperiment, replay_gpu_trace, run_suite
+from tests.paths import TRACES
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 GPU_TRACE = TRACES / "alibaba_gpu_v2023"
 BITBRAINS = TRACES / "bitbrains_rnd_2013-7"
 RUNNER = CliRunner()

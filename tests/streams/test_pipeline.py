@@ -29,10 +29,11 @@ from streams.client import EyrieClient, latest_decisions
 from streams.demo.workload import generate_gpu_like_log, slice_gpu_trace
 from streams.replay import replay_live, replay_offline
 from streams.settings import Settings, load_settings
+from tests.paths import ALIBABA_GPU_2023
 
 pytestmark = pytest.mark.kafka
 
-GPU_TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "alibaba_gpu_v2023"
+GPU_TRACE = ALIBABA_GPU_2023
 FINAL = {"applied", "unschedulable", "rejected"}
 
 # ------------------------------------------------------------------------------------------- builders

@@ -19,8 +19,8 @@ from schemas.pod import PodDeleted, PodRequest
 from streams.cli_trace import trace_app
 from streams.traces import CONVERTERS, read_vm, vm_files
 from streams.traces.common import ConversionSummary, Report, ordered_rows, scan_runs
+from tests.paths import TRACES
 
-TRACES = Path(__file__).parents[3] / "shared" / "traces"
 BITBRAINS = TRACES / "bitbrains_rnd_2013-7"
 ALIBABA_2018 = TRACES / "alibaba_v2018_sample"
 ALIBABA_GPU = TRACES / "alibaba_gpu_v2023"

@@ -33,9 +33,10 @@ from streams.core.ledger import Ledger
 from streams.core.sequencer import Envelope, Kind, Output, Release, Shard, Watermark
 from streams.replay import replay_offline
 from streams.settings import load_settings
+from tests.paths import ALIBABA_GPU_2023
 
 GI = 2**30
-GPU_TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "alibaba_gpu_v2023"
+GPU_TRACE = ALIBABA_GPU_2023
 
 # ------------------------------------------------------------------------------------------- builders
 
@@ -533,9 +534,8 @@ def gpu_log(path: Path, workloads: int) -> Path:
     splits them) or, without the trace, of a generated GPU-like cluster; workloads of 1 to 6 replicas as
     the trace's pods arrive, deleted when it deletes them; every sixth node of alpha removed half-way."""
     if (GPU_TRACE / "openb_node_list_all_node.csv").exists():
-        from tests.policies.clusters.test_replay import TRACE, trace
+        from tests.policies.clusters.test_replay import trace
 
-        assert TRACE.resolve() == GPU_TRACE.resolve()
         specs, pods = trace(workloads)
     else:
         specs, pods = _generated(path.with_suffix(".src.jsonl"), workloads)

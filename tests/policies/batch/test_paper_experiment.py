@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,9 +10,10 @@ from typer.testing import CliRunner
 
 from streams.cli import app
 from streams.evaluate.tbesk import PAPER_LOAD, paper_cluster, paper_pods
+from tests.paths import ALIBABA_GPU_2023
 
 RUNNER = CliRunner()
-TRACE = Path(__file__).resolve().parents[4] / "shared" / "traces" / "alibaba_gpu_v2023"
+TRACE = ALIBABA_GPU_2023
 SMALL = ["--pods", "200", "--step", "100", "--population", "6", "--iterations", "4"]
 
 

@@ -13,8 +13,6 @@ grades, which know only cpu and memory: a GPU request is then a resource the mod
 everywhere (SPEC 6), so those workloads are not placed at all, and still no cluster is overcommitted.
 """
 
-from pathlib import Path
-
 import pytest
 
 from policies.clusters.models import MAX_INT64, parse_resource_models
@@ -23,8 +21,9 @@ from policies.clusters.policy import ClusterPolicy
 from schemas.pod import PodDeleted
 from streams.traces.alibaba_gpu2023 import iter_alibaba_gpu2023
 from streams.traces.common import Report
+from tests.paths import ALIBABA_GPU_2023
 
-TRACE = Path("/work/shared/traces/alibaba_gpu_v2023")
+TRACE = ALIBABA_GPU_2023
 CLUSTERS = ("alpha", "beta", "gamma")
 WORKLOADS = 240
 _CPU = ("0", "4", "16", "32", "64")

@@ -1,0 +1,11 @@
+"""Where the tests find the shared public traces: `../shared/traces` beside the project, wherever the
+project is checked out (CI clones it somewhere else than the developer's machine)."""
+
+from pathlib import Path
+from typing import Final
+
+__all__ = ["ALIBABA_GPU_2023", "BITBRAINS", "TRACES"]
+
+TRACES: Final = Path(__file__).resolve().parents[2] / "shared" / "traces"
+ALIBABA_GPU_2023: Final = TRACES / "alibaba_gpu_v2023"
+BITBRAINS: Final = TRACES / "bitbrains_rnd_2013-7"
