@@ -11,6 +11,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from schemas.base import MAX_TIMESTAMP
+
 __all__ = ["ABSURD_VALUE", "SampleCounters", "clean_batch", "sample_matrix"]
 
 ABSURD_VALUE: Final = 1e18
@@ -20,7 +22,7 @@ garbage, and one of them would dominate a mean for days."""
 REASON_NOT_FINITE: Final = "value not finite"
 REASON_NEGATIVE: Final = "negative value"
 REASON_ABSURD: Final = "absurd value"
-REASON_BAD_TIME: Final = "timestamp not finite or negative"
+REASON_BAD_TIME: Final = "timestamp not finite, negative or after year 9999"
 REASON_FUTURE: Final = "timestamp in the future"
 REASON_UNKNOWN_KEY: Final = "unknown key row"
 REASON_EMPTY: Final = "no metric values"
@@ -67,7 +69,7 @@ def clean_batch(
             bad[:] |= new
 
     reject((rows_a < 0) | (rows_a >= key_count), REASON_UNKNOWN_KEY)
-    reject(~np.isfinite(ts_a) | (ts_a < 0), REASON_BAD_TIME)
+    reject(~np.isfinite(ts_a) | (ts_a < 0) | (ts_a > MAX_TIMESTAMP), REASON_BAD_TIME)
     if now is not None and max_future is not None:
         reject(ts_a > now + max_future, REASON_FUTURE)
     present = ~np.isnan(values_a)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -10,6 +10,7 @@ __all__ = [
     "Event",
     "LabelKey",
     "LabelValue",
+    "MAX_TIMESTAMP",
     "Name",
     "Timestamp",
 ]
@@ -30,5 +31,9 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=317)]
 LabelValue = Annotated[str, StringConstraints(max_length=63)]
 
-Timestamp = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+MAX_TIMESTAMP: Final = 253_402_300_799.0
+"""9999-12-31T23:59:59Z: later times are garbage, and one of them would move a window's head past every real
+sample (and overflow the integer bucket arithmetic)."""
+
+Timestamp = Annotated[float, Field(ge=0.0, le=MAX_TIMESTAMP, allow_inf_nan=False)]
 """Seconds (Unix time for live data, trace-relative for replays)."""

@@ -184,8 +184,13 @@ BAD_SAMPLES = [
     BadSample("A negative value is refused.", 10.0, -1.0, "negative value"),
     BadSample("An infinite value is refused.", 10.0, math.inf, "value not finite"),
     BadSample("An absurd value is refused.", 10.0, 1e30, "absurd value"),
-    BadSample("A timestamp far in the future is refused.", 1e12, 1.0, "timestamp in the future"),
-    BadSample("A negative timestamp is refused.", -5.0, 1.0, "timestamp not finite or negative"),
+    BadSample("A timestamp far in the future is refused.", 1e9, 1.0, "timestamp in the future"),
+    BadSample(
+        "A negative timestamp is refused.", -5.0, 1.0, "timestamp not finite, negative or after year 9999"
+    ),
+    BadSample(
+        "A timestamp after 9999 is refused.", 1e300, 1.0, "timestamp not finite, negative or after year 9999"
+    ),
 ]
 
 

@@ -26,7 +26,7 @@ resources = st.dictionaries(
     max_size=4,
 )
 requests_text = st.dictionaries(st.sampled_from(["cpu", "memory", "bandwidth"]), quantity_text, max_size=3)
-finite = st.floats(min_value=0, max_value=1e15, allow_nan=False, allow_infinity=False)
+finite = st.floats(min_value=0, max_value=1e11, allow_nan=False, allow_infinity=False)
 
 
 @st.composite

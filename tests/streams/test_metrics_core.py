@@ -462,7 +462,7 @@ def test_bad_samples_are_counted_by_reason_and_never_raised() -> None:
         "value not finite": 3,
         "negative value": 1,
         "absurd value": 1,
-        "timestamp not finite or negative": 1,
+        "timestamp not finite, negative or after year 9999": 1,
         "no metric values": 1,
         "timestamp in the future": 1,
     }
