@@ -7,10 +7,10 @@ from typing import Annotated, ClassVar, Final
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 __all__ = [
+    "MAX_TIMESTAMP",
     "Event",
     "LabelKey",
     "LabelValue",
-    "MAX_TIMESTAMP",
     "Name",
     "Timestamp",
 ]
