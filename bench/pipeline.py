@@ -425,7 +425,10 @@ def run(args: argparse.Namespace) -> Figures:
         settings = load_settings(env=env)
         asyncio.run(ensure_topics(settings))
         asyncio.run(publish_backlog(settings, workload, args.samples_per_record))
-        print(f"published {len(workload.nodes)} nodes and {args.samples} samples; starting", flush=True)
+        print(
+            f"published {len(workload.nodes)} nodes and {args.samples} samples to {prefix}*; starting",
+            flush=True,
+        )
         cprofile = Path(args.cprofile) if args.cprofile is not None else None
         processes = [start_role("applier", env, out, cprofile=cprofile)]
         for i in range(args.workers):

@@ -5,10 +5,11 @@ shard and batch): placement needs them to confirm or requeue its assumed pods, a
 forwarder cost every pod one more record consumed, decoded and produced.
 
 It is the only writer of the ledger, so "never over allocatable" is checked in one place; the tables'
-changelogs carry it across restarts, and `Ledger.apply` is idempotent per uid, so bindings redelivered after
-a crash are answered again without being booked twice. Invalid pod requests and node events are not
-dead-lettered here: the workers' forwarders already did that for the same records. Deletions come from
-placement, as releases on the bindings topic, so they can never overtake the binding they undo.
+changelogs carry it across restarts (one record per commit or release), and `Ledger.apply` is idempotent
+per uid, so bindings redelivered after a crash are answered again without being booked twice. Invalid pod
+requests and node events are not dead-lettered here: the workers' forwarders already did that for the same
+records. Deletions come from placement, as releases on the bindings topic, so they can never overtake the
+binding they undo.
 """
 
 from __future__ import annotations
@@ -50,24 +51,21 @@ def register(app: faust.App, topics: Any) -> None:
         bytes_table(app, "ledger-pods", settings.partitions),
     )
 
-    reconciled = False
+    recounted = False
 
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]  # mode types an async receiver oddly
-    async def reconcile_after_recovery(sender: Any, *args: Any, signal: Any, **_: Any) -> None:
-        nonlocal reconciled
-        reconciled = False  # tables of newly assigned partitions are recovered before the agent resumes
+    async def recount_after_recovery(sender: Any, *args: Any, signal: Any, **_: Any) -> None:
+        nonlocal recounted
+        recounted = False  # tables of newly assigned partitions are recovered before the agent resumes
 
     @app.agent(topics.bindings, name="applier")
     async def apply_bindings(stream: Any) -> None:
-        nonlocal reconciled
+        nonlocal recounted
         async for events in stream.take_events(BATCH, within=WITHIN_S):
-            if not reconciled:
-                corrected = ledger.reconcile()
-                if corrected:
-                    log.warning(
-                        "ledger reconciled: %d nodes counted pods they had no entry for", len(corrected)
-                    )
-                reconciled = True
+            if not recounted:
+                # Allocations live in memory, summed from the recovered pod entries (`streams.core.ledger`).
+                log.info("ledger recovered: %d pods bound", ledger.recount())
+                recounted = True
             for_placement: list[Envelope] = []
             for event in events:
                 message = event.message

@@ -7,6 +7,7 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any
 
 import faust
+from faust.stores.rocksdb import Store as RocksDBStore
 
 from schemas.codec import encode
 from schemas.events import DeadLetter
@@ -169,7 +170,53 @@ class _KeyPartitionedTable(faust.Table[bytes, bytes]):
     changelog topic that it does not load.)"""
 
     def partition_for_key(self, key: Any) -> int:
-        return zlib.crc32(bytes(key)) % int(self.partitions or 1)
+        return _key_partition(key, self.partitions)
+
+    def _new_store_by_url(self, url: Any) -> Any:
+        if not str(url).startswith("rocksdb:"):
+            return super()._new_store_by_url(url)
+        return _KeyPartitionedRocksDB(
+            url,
+            self.app,
+            self,
+            table_name=self.name,
+            key_type=self.key_type,
+            key_serializer=self.key_serializer,
+            value_serializer=self.value_serializer,
+            value_type=self.value_type,
+            loop=self.loop,
+            options=self.options,
+        )
+
+
+def _key_partition(key: Any, partitions: int | None) -> int:
+    return zlib.crc32(bytes(key)) % int(partitions or 1)
+
+
+class _KeyPartitionedRocksDB(RocksDBStore):
+    """Faust's RocksDB store files a key under the partition of the event being processed, and asserts there
+    is one; these tables are written from `take_events` batches, where there is none (the "don't write tables
+    from inside take" pitfall), and their changelog is partitioned by key. So keys are filed, found and
+    deleted in the partition their changelog records go to, which is also where recovery puts them."""
+
+    def _partition(self, key: bytes) -> int:
+        return _key_partition(key, self.table.partitions)
+
+    def _set(self, key: bytes, value: bytes | None) -> None:
+        partition = self._partition(key)
+        self._key_index[key] = partition
+        self._db_for_partition(partition).put(key, value)
+
+    def _get(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._db_for_partition(self._partition(key)).get(key)
+        return value
+
+    def _contains(self, key: bytes) -> bool:
+        return self._get(key) is not None
+
+    def _del(self, key: bytes) -> None:
+        self._key_index.pop(key, None)
+        self._db_for_partition(self._partition(key)).delete(key)
 
 
 def bytes_table(app: faust.App, name: str, partitions: int) -> TableBytes:

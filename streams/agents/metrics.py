@@ -71,17 +71,25 @@ def register(app: faust.App, topics: Any) -> None:
                 await send_dead_letter(topics, letter)
             samples.clear()
             return
+        # A key's state is written once per batch, however many summaries it made: the state is the core's
+        # after the whole batch, and each write is a changelog record of a few kilobytes.
+        nodes: dict[str, None] = {}
+        workloads: dict[str, None] = {}
         for summary in summaries:
             if isinstance(summary, NodeSummary):
-                state = core.node_state(summary.node)
-                if state is not None:
-                    node_states[summary.node] = state
+                nodes[summary.node] = None
                 envelopes.append(Envelope(Kind.SUMMARY, summary.ts, summary, source))
             else:
-                state = core.workload_state(summary.workload)
-                if state is not None:
-                    workload_states[summary.workload] = state
+                workloads[summary.workload] = None
                 envelopes.append(Envelope(Kind.WORKLOAD, summary.ts, summary, source))
+        for node in nodes:
+            state = core.node_state(node)
+            if state is not None:
+                node_states[node] = state
+        for workload in workloads:
+            state = core.workload_state(workload)
+            if state is not None:
+                workload_states[workload] = state
         for index, reason in (await send_envelopes(topics, envelopes)).items():  # never, in fact
             log.error("a summary of %s was not sent: %s", envelopes[index].source, reason)
         samples.clear()

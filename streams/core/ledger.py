@@ -1,17 +1,21 @@
 """The applier's ledger: which pod is committed to which node, and how much of each node is allocated.
 
-The ledger keeps no state of its own. It reads and writes two string-keyed mappings of bytes, one entry
-per node and one per pod uid, encoded with orjson. The Faust applier agent passes two Tables with
-changelogs, so every write is replicated to Kafka and a restarted applier recovers the ledger by replaying
-them; tests pass plain dicts. Bytes rather than objects because a Table stores what it is given: a mutable
-dict held in a Table and changed in place would never reach the changelog, whereas every change here is an
-explicit ``mapping[key] = bytes`` assignment, which is exactly one changelog record. Nothing here imports
-Faust or Kafka, so the rules can be tested, property-checked and timed in isolation.
+The ledger's record is two string-keyed mappings of bytes, one entry per node and one per pod uid, encoded
+with orjson. The Faust applier agent passes two Tables with changelogs, so every write is replicated to
+Kafka and a restarted applier recovers the ledger by replaying them; tests pass plain dicts. Bytes rather
+than objects because a Table stores what it is given: a mutable dict held in a Table and changed in place
+would never reach the changelog, whereas every change here is an explicit ``mapping[key] = bytes``
+assignment, which is exactly one changelog record. Nothing here imports Faust or Kafka, so the rules can be
+tested, property-checked and timed in isolation.
 
-Node entry: ``{"allocatable": {resource: int}, "allocated": {resource: int, "pods": count}, "version": int,
-"cordoned": bool}``; ``version`` rises by one per commit or release. Pod entry: ``{"node": str | None,
+Node entry: ``{"allocatable": {resource: int}, "cordoned": bool}``. Pod entry: ``{"node": str | None,
 "requests": {resource: int}, "attempt": int, "state": "bound" | "released" | "deleted", "at": float}``.
 Amounts are base units (cpu in millicores), as in ``schemas.quantity``.
+
+A node's allocation is not written anywhere: it is the sum of the pods bound to it, kept in memory and
+recounted from the pod entries when the ledger is built and by `Ledger.recount` (the applier calls it once
+its tables are recovered). So a commit or a release is one write, of the pod's entry, and no crash between
+two writes can leave a node counting a pod that has no entry (or the reverse).
 
 Rules (see ``Ledger.apply``): a binding commits only while it fits the node's allocatable under the hard
 limits, a uid is booked on at most one node however often its binding is delivered, and a deleted uid is
@@ -62,8 +66,6 @@ _REASON_ORDER: Final = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
 
 class NodeEntry(TypedDict):
     allocatable: dict[str, int]
-    allocated: dict[str, int]
-    version: int
     cordoned: bool
 
 
@@ -88,9 +90,9 @@ def _reason_key(resource: str) -> tuple[int, str]:
     return (_REASON_ORDER.get(resource, len(_REASON_ORDER)), resource)
 
 
-def _shortfalls(node: NodeEntry, requests: dict[str, int]) -> list[str]:
-    allocatable = node["allocatable"]
-    allocated = node["allocated"]
+def _shortfalls(
+    allocatable: dict[str, int], allocated: dict[str, int], requests: dict[str, int]
+) -> list[str]:
     reasons: list[str] = []
     limit = allocatable.get(PODS)
     if limit is not None and allocated.get(PODS, 0) + 1 > limit:
@@ -109,6 +111,13 @@ def _shortfalls(node: NodeEntry, requests: dict[str, int]) -> list[str]:
     return reasons
 
 
+def _add(allocated: dict[str, int], requests: dict[str, int]) -> None:
+    for resource, amount in requests.items():
+        if amount > 0:
+            allocated[resource] = allocated.get(resource, 0) + amount
+    allocated[PODS] = allocated.get(PODS, 0) + 1
+
+
 def _booked(binding: Binding) -> dict[str, int]:
     # Only positive amounts are booked: zeros change nothing, and the pod count is the ledger's own.
     return {
@@ -123,11 +132,28 @@ class Ledger:
     one applier instance owns the whole set of nodes (one bindings partition per cluster shard).
     """
 
-    __slots__ = ("_nodes", "_pods")
+    __slots__ = ("_allocated", "_nodes", "_pods")
 
     def __init__(self, nodes: MutableMapping[str, bytes], pods: MutableMapping[str, bytes]) -> None:
         self._nodes = nodes
         self._pods = pods
+        self._allocated: dict[str, dict[str, int]] = {}
+        self.recount()
+
+    def recount(self) -> int:
+        """Count every node's allocation again from the pod entries (the mappings may have been filled
+        behind the ledger's back, as a Faust table is by its changelog on recovery). Returns how many pods
+        are bound."""
+        sums: dict[str, dict[str, int]] = {}
+        bound = 0
+        for raw in list(self._pods.values()):
+            pod: PodEntry = orjson.loads(raw)
+            if pod["state"] != "bound" or pod["node"] is None:
+                continue
+            bound += 1
+            _add(sums.setdefault(pod["node"], {PODS: 0}), pod["requests"])
+        self._allocated = sums
+        return bound
 
     # ------------------------------------------------------------------------------------------ nodes
 
@@ -135,19 +161,8 @@ class Ledger:
         """Add a node or replace its allocatable. What is already allocated stays allocated even when the
         new allocatable is smaller: the pods are running there. Such a node takes no new commit of the
         exceeded resource (nor any commit, if the pod count is exceeded) until releases make room."""
-        raw = self._nodes.get(spec.name)
-        if raw is None:
-            entry = NodeEntry(
-                allocatable=dict(spec.allocatable),
-                allocated={PODS: 0},
-                version=0,
-                cordoned=spec.unschedulable,
-            )
-        else:
-            entry = orjson.loads(raw)
-            entry["allocatable"] = dict(spec.allocatable)
-            # The spec is the node's whole published state, and Kubernetes' cordon is spec.unschedulable.
-            entry["cordoned"] = spec.unschedulable
+        # The spec is the node's whole published state, and Kubernetes' cordon is spec.unschedulable.
+        entry = NodeEntry(allocatable=dict(spec.allocatable), cordoned=spec.unschedulable)
         self._nodes[spec.name] = orjson.dumps(entry)
 
     def remove_node(self, name: str, now: float) -> list[str]:
@@ -155,9 +170,10 @@ class Ledger:
         deleted), so placement may bind it again elsewhere with a later attempt."""
         if self._nodes.pop(name, None) is None:
             return []
-        # A scan of the pod entries: node removal is rare, and an index kept in the node entry would make
-        # every apply re-encode a list of uids. The byte test skips decoding pods bound elsewhere; orjson
-        # writes keys in insertion order without spaces, so the marker is exact.
+        self._allocated.pop(name, None)
+        # A scan of the pod entries: node removal is rare, and an index of each node's pods would cost every
+        # commit. The byte test skips decoding pods bound elsewhere; orjson writes keys in insertion order
+        # without spaces, so the marker is exact.
         marker = b'"node":' + orjson.dumps(name)
         released: list[str] = []
         for uid, raw in list(self._pods.items()):
@@ -213,8 +229,9 @@ class Ledger:
         - Otherwise ``applied``: the requests and one pod are added to the node's allocation.
 
         ``binding.node_version`` is not compared. Placement's version counts placement's own assumes and
-        forgets, the ledger's counts commits and releases: two histories of different events, so equal
-        numbers prove nothing and different numbers do not mean the room is gone. Room is always checked.
+        forgets, and the ledger sees commits and releases: two histories of different events, so equal
+        numbers would prove nothing and different numbers do not mean the room is gone. Room is always
+        checked.
         """
         uid = binding.uid
         raw_pod = self._pods.get(uid)
@@ -239,23 +256,14 @@ class Ledger:
             return self._result(binding, now, "conflict", [REASON_NODE_NOT_FOUND])
         node: NodeEntry = orjson.loads(raw_node)
         requests = _booked(binding)
-        reasons = _shortfalls(node, requests)
+        allocated = self._allocated.setdefault(binding.node, {PODS: 0})
+        reasons = _shortfalls(node["allocatable"], allocated, requests)
         if reasons:
             return self._result(binding, now, "conflict", reasons)
-
-        allocated = node["allocated"]
-        for resource, amount in requests.items():
-            allocated[resource] = allocated.get(resource, 0) + amount
-        allocated[PODS] = allocated.get(PODS, 0) + 1
-        node["version"] += 1
-        # The node is written before the pod. The two writes are not atomic (the agent should run with
-        # Faust's exactly_once guarantee, which makes them so); should they be split, this order books
-        # the node without the pod, leaking room until a restart is reconciled, rather than recording a
-        # bound pod that the node does not count, which would let later commits exceed allocatable.
-        self._nodes[binding.node] = orjson.dumps(node)
         self._pods[uid] = orjson.dumps(
             PodEntry(node=binding.node, requests=requests, attempt=binding.attempt, state="bound", at=now)
         )
+        _add(allocated, requests)
         return self._result(binding, now, "applied")
 
     def delete(self, uid: str, now: float) -> str | None:
@@ -271,54 +279,20 @@ class Ledger:
         if pod["state"] == "deleted":
             return None
         released_from = pod["node"] if pod["state"] == "bound" else None
-        if released_from is not None:
-            self._release(released_from, pod["requests"])
         pod["state"] = "deleted"
         pod["at"] = now
         self._pods[uid] = orjson.dumps(pod)
+        if released_from is not None:
+            self._release(released_from, pod["requests"])
         return released_from
-
-    def reconcile(self) -> list[str]:
-        """Make every node's allocation the sum of the pods bound to it; returns the nodes it corrected.
-
-        A commit writes the node and then the pod, a release the reverse, and the two changelog records
-        are not written atomically: an applier killed between them (its records still queued in the
-        producer) recovers a node that counts a pod with no entry, and the binding, redelivered, would be
-        booked a second time (room leaks; later pods conflict). The pod entries are the record of what is
-        bound, so the applier calls this when it starts, once its tables are recovered."""
-        sums: dict[str, dict[str, int]] = {}
-        for uid in list(self._pods.keys()):
-            raw = self._pods.get(uid)
-            if raw is None:
-                continue
-            pod: PodEntry = orjson.loads(raw)
-            if pod["state"] != "bound" or pod["node"] is None:
-                continue
-            allocated = sums.setdefault(pod["node"], {PODS: 0})
-            allocated[PODS] += 1
-            for resource, amount in pod["requests"].items():
-                if amount > 0:
-                    allocated[resource] = allocated.get(resource, 0) + amount
-        corrected = []
-        for name in list(self._nodes.keys()):
-            node: NodeEntry = orjson.loads(self._nodes[name])
-            expected = sums.get(name, {PODS: 0})
-            if node["allocated"] != expected:
-                node["allocated"] = expected
-                node["version"] += 1
-                self._nodes[name] = orjson.dumps(node)
-                corrected.append(name)
-        return sorted(corrected)
 
     # -------------------------------------------------------------------------------------- reporting
 
     def allocated(self, node: str) -> dict[str, int]:
         """The node's allocation, ``pods`` included; empty for an unknown node."""
-        raw = self._nodes.get(node)
-        if raw is None:
+        if node not in self._nodes:
             return {}
-        entry: NodeEntry = orjson.loads(raw)
-        return entry["allocated"]
+        return dict(self._allocated.get(node, {PODS: 0}))
 
     def node_names(self) -> list[str]:
         return sorted(self._nodes.keys())
@@ -326,22 +300,17 @@ class Ledger:
     # -------------------------------------------------------------------------------------- internals
 
     def _release(self, name: str, requests: dict[str, int]) -> None:
-        raw = self._nodes.get(name)
-        if raw is None:
+        allocated = self._allocated.get(name)
+        if allocated is None:
             # remove_node releases every pod of the node it forgets, so a bound pod always has its node.
             return
-        node: NodeEntry = orjson.loads(raw)
-        allocated = node["allocated"]
         for resource, amount in requests.items():
             left = allocated.get(resource, 0) - amount
             if left > 0:
                 allocated[resource] = left
             else:
-                # Zeros are dropped to keep entries small (every apply decodes and encodes one).
-                allocated.pop(resource, None)
+                allocated.pop(resource, None)  # an allocation lists what is in use, as a new node's does
         allocated[PODS] = max(allocated.get(PODS, 0) - 1, 0)
-        node["version"] += 1
-        self._nodes[name] = orjson.dumps(node)
 
     @staticmethod
     def _result(

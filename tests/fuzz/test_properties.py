@@ -361,7 +361,7 @@ def test_hostile_bindings_never_over_commit_the_ledger_and_a_redelivery_changes_
             if step[0] == "bind":
                 last = step
             run_step(ledger, model, step, False)
-        check_invariants(model, nodes, pods)
+        check_invariants(ledger, model, nodes, pods)
 
 
 # ------------------------------------------------------------------------------------- the metrics core
