@@ -4,8 +4,9 @@ project is checked out (CI clones it somewhere else than the developer's machine
 from pathlib import Path
 from typing import Final
 
-__all__ = ["ALIBABA_GPU_2023", "BITBRAINS", "TRACES"]
+__all__ = ["ALIBABA_2018", "ALIBABA_GPU_2023", "BITBRAINS", "TRACES"]
 
 TRACES: Final = Path(__file__).resolve().parents[2] / "shared" / "traces"
 ALIBABA_GPU_2023: Final = TRACES / "alibaba_gpu_v2023"
 BITBRAINS: Final = TRACES / "bitbrains_rnd_2013-7"
+ALIBABA_2018: Final = TRACES / "alibaba_v2018_sample"

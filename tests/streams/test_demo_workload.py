@@ -28,9 +28,8 @@ from streams.demo.workload import (
 )
 from streams.traces.alibaba_gpu2023 import iter_alibaba_gpu2023
 from streams.traces.common import Report
-from tests.paths import TRACES
+from tests.paths import ALIBABA_GPU_2023
 
-ALIBABA_GPU = TRACES / "alibaba_gpu_v2023"
 GPU = "nvidia.com/gpu"
 MIB = 2**20
 GIB = 2**30
@@ -95,9 +94,9 @@ def gpu_class(requests: dict[str, int], labels: dict[str, str]) -> str:
 
 
 def need_traces() -> None:
-    if not ALIBABA_GPU.is_dir():
+    if not ALIBABA_GPU_2023.is_dir():
         pytest.skip(
-            f"the real openb trace is not at {ALIBABA_GPU} (it lives in shared/traces beside the repo)"
+            f"the real openb trace is not at {ALIBABA_GPU_2023} (it lives in shared/traces beside the repo)"
         )
 
 
@@ -304,7 +303,7 @@ def test_bad_generator_arguments_are_refused(tmp_path, options, field):
 def test_a_slice_of_the_real_trace_has_exactly_the_pods_asked_for(tmp_path, pods, nodes, node_count):
     need_traces()
     path = tmp_path / "slice.jsonl"
-    info = slice_gpu_trace(ALIBABA_GPU, path, pods=pods, nodes=nodes)
+    info = slice_gpu_trace(ALIBABA_GPU_2023, path, pods=pods, nodes=nodes)
     events = events_of(path)
     created = [event.key for event in events if isinstance(event.value, PodRequest)]
     deleted = [event.key for event in events if isinstance(event.value, PodDeleted)]

@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 from streams.cli import app
 from tests.paths import BITBRAINS
 
-TRACE = BITBRAINS
 RUNNER = CliRunner()
 KEYS = {
     "pods_placed",
@@ -24,14 +23,14 @@ KEYS = {
     "cores_placed",
 }
 
-pytestmark = pytest.mark.skipif(not TRACE.is_dir(), reason=f"the Bitbrains trace is not at {TRACE}")
+pytestmark = pytest.mark.skipif(not BITBRAINS.is_dir(), reason=f"the Bitbrains trace is not at {BITBRAINS}")
 
 
 @pytest.fixture(scope="module")
 def slice_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("bitbrains")
     for vm in (1, 9, 22, 24, 28, 30):  # small and large VMs, including a 32-core one
-        (folder / f"{vm}.csv").symlink_to(TRACE / f"{vm}.csv")
+        (folder / f"{vm}.csv").symlink_to(BITBRAINS / f"{vm}.csv")
     return folder
 
 

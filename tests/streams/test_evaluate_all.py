@@ -18,15 +18,13 @@ from schemas.pod import PodDeleted, PodRequest
 from streams.cli import app
 from streams.evaluate.metrics import gpu_fragmentation, over_capacity, spread, utilisation
 from streams.evaluate.suite import GpuTrace, SuiteExperiment, replay_gpu_trace, run_suite
-from tests.paths import TRACES
+from tests.paths import ALIBABA_GPU_2023, BITBRAINS, TRACES
 
-GPU_TRACE = TRACES / "alibaba_gpu_v2023"
-BITBRAINS = TRACES / "bitbrains_rnd_2013-7"
 RUNNER = CliRunner()
 NAN = math.nan
 
 needs_traces = pytest.mark.skipif(
-    not (GPU_TRACE.is_dir() and BITBRAINS.is_dir()),
+    not (ALIBABA_GPU_2023.is_dir() and BITBRAINS.is_dir()),
     reason=f"the Alibaba GPU 2023 and Bitbrains traces are not under {TRACES}",
 )
 
@@ -245,9 +243,9 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("traces")
     gpu = root / "alibaba_gpu_v2023"
     gpu.mkdir()
-    lines = (GPU_TRACE / "openb_node_list_all_node.csv").read_text().splitlines()
+    lines = (ALIBABA_GPU_2023 / "openb_node_list_all_node.csv").read_text().splitlines()
     (gpu / "openb_node_list_all_node.csv").write_text("\n".join([lines[0], *lines[1::10]]) + "\n")
-    (gpu / "openb_pod_list_default.csv").symlink_to(GPU_TRACE / "openb_pod_list_default.csv")
+    (gpu / "openb_pod_list_default.csv").symlink_to(ALIBABA_GPU_2023 / "openb_pod_list_default.csv")
     bitbrains = root / "bitbrains_rnd_2013-7"
     bitbrains.mkdir()
     for vm in (1, 9, 28):

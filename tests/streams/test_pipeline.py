@@ -33,7 +33,6 @@ from tests.paths import ALIBABA_GPU_2023
 
 pytestmark = pytest.mark.kafka
 
-GPU_TRACE = ALIBABA_GPU_2023
 FINAL = {"applied", "unschedulable", "rejected"}
 
 # ------------------------------------------------------------------------------------------- builders
@@ -132,8 +131,8 @@ def wait_for(settings: Settings, uids: set[str], timeout: float = 120.0) -> dict
 
 
 def workload_log(path: Path, pods: int) -> Path:
-    if GPU_TRACE.is_dir():
-        slice_gpu_trace(GPU_TRACE, path, pods=pods, nodes=120)
+    if ALIBABA_GPU_2023.is_dir():
+        slice_gpu_trace(ALIBABA_GPU_2023, path, pods=pods, nodes=120)
     else:
         generate_gpu_like_log(path, nodes=120, pods=pods)
     return path

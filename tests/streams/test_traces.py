@@ -19,11 +19,7 @@ from schemas.pod import PodDeleted, PodRequest
 from streams.cli_trace import trace_app
 from streams.traces import CONVERTERS, read_vm, vm_files
 from streams.traces.common import ConversionSummary, Report, ordered_rows, scan_runs
-from tests.paths import TRACES
-
-BITBRAINS = TRACES / "bitbrains_rnd_2013-7"
-ALIBABA_2018 = TRACES / "alibaba_v2018_sample"
-ALIBABA_GPU = TRACES / "alibaba_gpu_v2023"
+from tests.paths import ALIBABA_2018, ALIBABA_GPU_2023, BITBRAINS, TRACES
 
 TOPIC_TYPES = {
     "metrics": (MetricSample,),
@@ -94,8 +90,8 @@ def alibaba2018_slice(tmp_path: Path) -> Path:
 def gpu_slice(tmp_path: Path) -> Path:
     folder = tmp_path / "gpu"
     folder.mkdir()
-    (folder / "openb_node_list_all_node.csv").symlink_to(ALIBABA_GPU / "openb_node_list_all_node.csv")
-    head(ALIBABA_GPU / "openb_pod_list_default.csv", folder / "openb_pod_list_default.csv", 301)
+    (folder / "openb_node_list_all_node.csv").symlink_to(ALIBABA_GPU_2023 / "openb_node_list_all_node.csv")
+    head(ALIBABA_GPU_2023 / "openb_pod_list_default.csv", folder / "openb_pod_list_default.csv", 301)
     return folder
 
 
@@ -145,7 +141,7 @@ LIMITED = [
     ),
     pytest.param(
         "alibaba-gpu-2023",
-        ALIBABA_GPU,
+        ALIBABA_GPU_2023,
         {"pods": "gpushare40"},
         id="A shuffled GPU pod list stops after the limit too.",
     ),
@@ -265,7 +261,7 @@ def default_gpu_log(tmp_path_factory):
         pytest.skip(
             f"the real trace samples are not at {TRACES} (they live in shared/traces beside the repo)"
         )
-    return convert("alibaba-gpu-2023", ALIBABA_GPU, tmp_path_factory.mktemp("gpu-default"))
+    return convert("alibaba-gpu-2023", ALIBABA_GPU_2023, tmp_path_factory.mktemp("gpu-default"))
 
 
 def test_gpu_counts_become_nvidia_gpu_requests_and_capacity(default_gpu_log):
@@ -302,7 +298,7 @@ def test_deletions_come_after_creations(default_gpu_log, tmp_path, pods):
     if pods == "default":
         summary, events = default_gpu_log
     else:
-        summary, events = convert("alibaba-gpu-2023", ALIBABA_GPU, tmp_path, pods=pods)
+        summary, events = convert("alibaba-gpu-2023", ALIBABA_GPU_2023, tmp_path, pods=pods)
     created: dict[str, float] = {}
     deleted = 0
     for event in events:
@@ -317,9 +313,11 @@ def test_deletions_come_after_creations(default_gpu_log, tmp_path, pods):
 
 
 def test_gpu_spec_becomes_a_node_affinity_and_a_sanitised_label(traces, tmp_path):
-    pods = head(ALIBABA_GPU / "openb_pod_list_gpuspec33.csv", tmp_path / "openb_pod_list_gpuspec33.csv", 40)
+    pods = head(
+        ALIBABA_GPU_2023 / "openb_pod_list_gpuspec33.csv", tmp_path / "openb_pod_list_gpuspec33.csv", 40
+    )
     _, events = convert(
-        "alibaba-gpu-2023", pods, tmp_path, nodes=ALIBABA_GPU / "openb_node_list_all_node.csv"
+        "alibaba-gpu-2023", pods, tmp_path, nodes=ALIBABA_GPU_2023 / "openb_node_list_all_node.csv"
     )
     pod = next(
         event.value for event in events if event.key == "openb-pod-0009" and event.topic == "pod-requests"

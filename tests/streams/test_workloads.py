@@ -36,7 +36,6 @@ from streams.settings import load_settings
 from tests.paths import ALIBABA_GPU_2023
 
 GI = 2**30
-GPU_TRACE = ALIBABA_GPU_2023
 
 # ------------------------------------------------------------------------------------------- builders
 
@@ -533,7 +532,7 @@ def gpu_log(path: Path, workloads: int) -> Path:
     """Three clusters of the Alibaba GPU 2023 nodes (split as tests/policies/clusters/test_replay.py
     splits them) or, without the trace, of a generated GPU-like cluster; workloads of 1 to 6 replicas as
     the trace's pods arrive, deleted when it deletes them; every sixth node of alpha removed half-way."""
-    if (GPU_TRACE / "openb_node_list_all_node.csv").exists():
+    if (ALIBABA_GPU_2023 / "openb_node_list_all_node.csv").exists():
         from tests.policies.clusters.test_replay import trace
 
         specs, pods = trace(workloads)

@@ -13,7 +13,6 @@ from streams.evaluate.tbesk import PAPER_LOAD, paper_cluster, paper_pods
 from tests.paths import ALIBABA_GPU_2023
 
 RUNNER = CliRunner()
-TRACE = ALIBABA_GPU_2023
 SMALL = ["--pods", "200", "--step", "100", "--population", "6", "--iterations", "4"]
 
 
@@ -70,11 +69,13 @@ def test_the_paper_experiment_is_deterministic_for_a_seed(tmp_path):
     assert first["z_avg"] == second["z_avg"]
 
 
-@pytest.mark.skipif(not TRACE.is_dir(), reason=f"the Alibaba GPU 2023 trace is not at {TRACE}")
+@pytest.mark.skipif(
+    not ALIBABA_GPU_2023.is_dir(), reason=f"the Alibaba GPU 2023 trace is not at {ALIBABA_GPU_2023}"
+)
 def test_on_the_gpu_trace_pods_are_placed_in_batches_on_the_openb_nodes(tmp_path):
     code, output, summary = evaluate(
         "--trace",
-        str(TRACE),
+        str(ALIBABA_GPU_2023),
         "--trace-limit",
         "60",
         "--batch",

@@ -23,7 +23,6 @@ from streams.traces.alibaba_gpu2023 import iter_alibaba_gpu2023
 from streams.traces.common import Report
 from tests.paths import ALIBABA_GPU_2023
 
-TRACE = ALIBABA_GPU_2023
 CLUSTERS = ("alpha", "beta", "gamma")
 WORKLOADS = 240
 _CPU = ("0", "4", "16", "32", "64")
@@ -47,7 +46,7 @@ def gpu_models():
 
 
 pytestmark = pytest.mark.skipif(
-    not (TRACE / "openb_node_list_all_node.csv").exists(), reason="trace not present"
+    not (ALIBABA_GPU_2023 / "openb_node_list_all_node.csv").exists(), reason="trace not present"
 )
 
 
@@ -55,7 +54,7 @@ def trace(workloads):
     """The trace's nodes (assigned to clusters) and its first `workloads` pod creations with the deletions
     among them, in time order."""
     nodes, pods, created = [], [], 0
-    for _, topic, _, value in iter_alibaba_gpu2023(TRACE, Report(None)):
+    for _, topic, _, value in iter_alibaba_gpu2023(ALIBABA_GPU_2023, Report(None)):
         if topic == "node-events":
             nodes.append(value.node)
             continue
