@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.plugins.noderesources.fit import broken_linear
 from tests.policies.builders import GI, node, place, pod, profile, scheduler
@@ -204,3 +206,57 @@ def test_the_fit_filter_reports_what_is_short(case, free_node, incoming, reasons
     else:
         assert explanation.filtered == {"n": reasons}
         assert explanation.selected is None
+
+
+def strategy_profile(kind, cpu_weight, memory_weight):
+    resources = [{"name": "cpu", "weight": cpu_weight}, {"name": "memory", "weight": memory_weight}]
+    return profile(
+        score=[("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1)],
+        config={"NodeResourcesFit": {"scoringStrategy": {"type": kind, "resources": resources}}},
+    )
+
+
+def general_paths_only(s):
+    """The same scheduler with the cpu-and-memory shortcuts of Fit and BalancedAllocation turned off."""
+    for p in (s.profiles.get(name) for name in s.profiles.names()):
+        assert p is not None
+        if (fit := p.plugin("NodeResourcesFit")) is not None:
+            fit.cpu_memory_weights = None
+        if (balanced := p.plugin("NodeResourcesBalancedAllocation")) is not None:
+            balanced.cpu_memory = False
+
+
+_quantity = st.integers(min_value=0, max_value=2**40)
+_node_shape = st.tuples(
+    st.integers(min_value=0, max_value=512_000),  # cpu, millicores (0: the shortcut must step aside)
+    st.integers(min_value=0, max_value=2**40),  # memory, bytes
+    st.lists(st.tuples(st.integers(0, 64_000) | st.none(), _quantity | st.none()), max_size=4),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    kind=st.sampled_from(["LeastAllocated", "MostAllocated"]),
+    weights=st.tuples(st.integers(1, 100), st.integers(1, 100)),
+    shapes=st.lists(_node_shape, min_size=1, max_size=8),
+    incoming=st.tuples(st.integers(0, 64_000) | st.none(), _quantity | st.none()),
+)
+def test_the_cpu_and_memory_shortcuts_score_exactly_as_the_general_paths(kind, weights, shapes, incoming):
+    nodes = [
+        node(
+            f"n{i}",
+            cpu=f"{cpu}m",
+            memory=memory,
+            pod_requests=[
+                pod(f"on{i}-{j}", cpu=None if c is None else f"{c}m", memory=m)
+                for j, (c, m) in enumerate(pods)
+            ],
+        )
+        for i, (cpu, memory, pods) in enumerate(shapes)
+    ]
+    cpu, memory = incoming
+    p = pod("p", cpu=None if cpu is None else f"{cpu}m", memory=memory, scheduler_name="test")
+    fast = scheduler(nodes, strategy_profile(kind, *weights))
+    general = scheduler(nodes, strategy_profile(kind, *weights))
+    general_paths_only(general)
+    assert fast.explain(p).to_json() == general.explain(p).to_json()

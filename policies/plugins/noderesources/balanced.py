@@ -7,7 +7,14 @@ import numpy.typing as npt
 from pydantic import Field
 
 from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
-from policies.plugins.noderesources.common import ResourceSpec, StrictArgs, requested_and_allocatable
+from policies.plugins.noderesources.common import (
+    CPU_MEMORY,
+    ResourceSpec,
+    StrictArgs,
+    cpu_memory_allocatable,
+    cpu_memory_block,
+    requested_and_allocatable,
+)
 
 __all__ = ["NAME", "Args", "BalancedAllocation", "new"]
 
@@ -29,8 +36,22 @@ class BalancedAllocation:
 
     def __init__(self, args: Args) -> None:
         self.resources = [r.name for r in args.resources]
+        self.cpu_memory = sorted(self.resources) == sorted(CPU_MEMORY)
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
+        if self.cpu_memory:
+            both_allocatable = cpu_memory_allocatable(ctx, nodes)
+            if (both_allocatable > 0).all():
+                # The default arguments on nodes that all have both: the two-fraction formula below, both
+                # resources in one pass over a (nodes × 2) block.
+                snapshot, vector = ctx.snapshot, ctx.info.vector
+                columns = (snapshot.column["cpu"], snapshot.column["memory"])
+                requested = cpu_memory_block(snapshot.requested, nodes, columns)
+                requested += np.array([[int(vector[c]) if c < len(vector) else 0] for c in columns])
+                both = np.minimum(requested / both_allocatable, 1.0)
+                spread = np.abs((both[0] - both[1]) / 2)
+                balanced: IntArray = np.trunc((1 - spread) * MAX_NODE_SCORE).astype(np.int64)
+                return balanced
         count = len(nodes)
         pairs = [
             pair

@@ -12,14 +12,20 @@ from policies.framework.contract import CycleContext, IntArray
 from schemas.quantity import validate_resource_name
 
 __all__ = [
+    "CPU_MEMORY",
     "ResourceSpec",
     "StrictArgs",
+    "cpu_memory_allocatable",
+    "cpu_memory_block",
     "default_normalize",
     "is_scalar_resource",
     "requested_and_allocatable",
 ]
 
 _NATIVE = ("cpu", "memory", "ephemeral-storage")
+CPU_MEMORY = ("cpu", "memory")
+"""The resources of the default scoring arguments, in the column order of `Snapshot.nonzero`."""
+_CPU_MEMORY_ALLOCATABLE = "noderesources.cpu_memory_allocatable"
 
 
 class StrictArgs(BaseModel):
@@ -61,6 +67,30 @@ def requested_and_allocatable(
     if column is None or (pod_request == 0 and is_scalar_resource(resource)):
         return None
     return snapshot.requested[nodes, column] + pod_request, snapshot.allocatable[nodes, column]
+
+
+def cpu_memory_block(array: IntArray, nodes: IntArray, columns: tuple[int, int]) -> IntArray:
+    """``array[nodes][:, columns]`` as a contiguous (2 × nodes) block. The snapshot keeps its tables by
+    column (Fortran order), so the two columns, seen transposed, are rows to `take` from: several times
+    cheaper than fancy indexing, and the arithmetic after it runs on contiguous memory."""
+    first, second = columns
+    if second == first + 1:
+        block: IntArray = array[:, first : first + 2].T.take(nodes, axis=1)
+        return block
+    return np.stack([array[:, first].take(nodes), array[:, second].take(nodes)])
+
+
+def cpu_memory_allocatable(ctx: CycleContext, nodes: IntArray) -> IntArray:
+    """Allocatable cpu and memory of `nodes` (`cpu_memory_block`), gathered once per cycle: Fit and
+    BalancedAllocation both score from it."""
+    cached = ctx.state.get(_CPU_MEMORY_ALLOCATABLE)
+    if cached is not None and cached[0] is nodes:
+        block: IntArray = cached[1]
+        return block
+    snapshot = ctx.snapshot
+    block = cpu_memory_block(snapshot.allocatable, nodes, (snapshot.column["cpu"], snapshot.column["memory"]))
+    ctx.state[_CPU_MEMORY_ALLOCATABLE] = (nodes, block)
+    return block
 
 
 def default_normalize(scores: IntArray, *, reverse: bool, max_score: int = 100) -> IntArray:
