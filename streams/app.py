@@ -7,6 +7,7 @@ every binding whichever worker placed it, and workers scale out without splittin
 
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,13 @@ from streams.settings import Settings
 __all__ = ["Topics", "create_app", "run_app"]
 
 ROLES = ("worker", "applier")
+
+GC_THRESHOLDS = (100_000, 50, 1_000)
+"""Python's collector thresholds in a worker or an applier (the defaults are 700, 10, 10). Their heaps hold
+a cluster's worth of long-lived objects (node specs, portraits, queued and assumed pods), and the default
+thresholds walked all of it every few thousand allocations; decoding a batch of pods allocates that many.
+Measured with `bench.pipeline` (5,000 nodes): 938 → 1,198 pods/s end to end, and p99 at half rate from
+625 to 166 ms. Reference cycles are still collected, less often."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +134,7 @@ def create_app(settings: Settings, role: str = "worker", *, web_port: int | None
 
 def run_app(app: faust.App, *, loglevel: str = "warning") -> None:
     """Run until SIGINT/SIGTERM (Faust's worker owns the event loop and signal handling)."""
+    gc.set_threshold(*GC_THRESHOLDS)
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     # The CLI silences the root logger for one-line errors; a worker is a long-running service whose
     # warnings (a shard rebuilt, a dead letter) belong in its log, so Faust sets logging up instead.
