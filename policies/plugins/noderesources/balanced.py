@@ -43,7 +43,7 @@ class BalancedAllocation:
             both_allocatable = cpu_memory_allocatable(ctx, nodes)
             if (both_allocatable > 0).all():
                 # The default arguments on nodes that all have both: the two-fraction formula below, both
-                # resources in one pass over a (nodes × 2) block.
+                # resources in one pass over a (2 × nodes) block.
                 snapshot, vector = ctx.snapshot, ctx.info.vector
                 columns = (snapshot.column["cpu"], snapshot.column["memory"])
                 requested = cpu_memory_block(snapshot.requested, nodes, columns)
