@@ -157,14 +157,19 @@ class _Rejection:
             self._reasons = {}
             for plugin, dropped in self.steps:
                 rows = np.flatnonzero(dropped).astype(np.int64)
-                for row, reasons in zip(rows.tolist(), plugin.reasons(self.ctx, rows), strict=True):
-                    self._reasons[row] = reasons
+                self._reasons.update(zip(rows.tolist(), plugin.reasons(self.ctx, rows), strict=True))
         return self._reasons
 
 
 def fit_error(total_nodes: int, reasons_by_row: dict[int, list[str]]) -> tuple[tuple[str, ...], str]:
     """kube-scheduler's FitError: ("2 Insufficient cpu", ...) sorted, and the one-line message."""
-    histogram = Counter(reason for reasons in reasons_by_row.values() for reason in reasons)
+    # Plugins share one list among rows with the same reasons: count the lists, then their reasons.
+    lists = list(reasons_by_row.values())
+    by_identity = dict(zip(map(id, lists), lists, strict=True))
+    histogram: Counter[str] = Counter()
+    for identity, rows in Counter(map(id, lists)).items():
+        for reason in by_identity[identity]:
+            histogram[reason] += rows
     counted = tuple(sorted(f"{count} {reason}" for reason, count in histogram.items()))
     message = f"0/{total_nodes} nodes are available" + (f": {', '.join(counted)}." if counted else ".")
     return counted, message

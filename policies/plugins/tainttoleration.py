@@ -17,6 +17,8 @@ from policies.plugins.noderesources.common import default_normalize
 __all__ = ["NAME", "TaintToleration", "new", "untolerated_taint"]
 
 NAME = "TaintToleration"
+_WORD_BITS = 64
+"""Taints per word of `Snapshot.taint_words` (taint id = word index × 64 + bit)."""
 
 
 def untolerated_taint(key: str, value: str) -> str:
@@ -36,20 +38,41 @@ class TaintToleration:
         return fits
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
-        result = []
-        for row in nodes.tolist():
-            spec = ctx.snapshot.specs[row]
-            assert spec is not None
-            # The first untolerated taint in the node's own order, as FindMatchingUntoleratedTaint reports.
-            for taint in spec.taints:
-                if taint.effect in ("NoSchedule", "NoExecute") and not any(
-                    t.tolerates(taint.key, taint.value, taint.effect) for t in ctx.pod.tolerations
-                ):
-                    result.append([untolerated_taint(taint.key, taint.value)])
-                    break
-            else:
+        # Upstream reports the first untolerated taint in the node's own order. Where a node has exactly one
+        # (nearly always), the snapshot's taint bits name it without reading the node; only nodes with
+        # several are read taint by taint.
+        snapshot = ctx.snapshot
+        hard, _ = snapshot.untolerated_taints(ctx.pod.tolerations)
+        untolerated = np.zeros(len(nodes), dtype=np.int64)
+        lowest_id = np.zeros(len(nodes), dtype=np.int64)
+        for index, (word, mask) in enumerate(zip(snapshot.taint_words, hard, strict=True)):
+            if mask:
+                bits = word[nodes] & np.uint64(mask)
+                untolerated += np.bitwise_count(bits)
+                lowest_bit = bits & (~bits + np.uint64(1))
+                bit_index = np.bitwise_count(lowest_bit - np.uint64(1)).astype(np.int64)
+                lowest_id = np.where(bits != 0, index * _WORD_BITS + bit_index, lowest_id)
+        named = {tid: [untolerated_taint(key, value)] for (key, value, _), tid in snapshot.taint_ids.items()}
+        result: list[list[str]] = []
+        counts, ids = untolerated.tolist(), lowest_id.tolist()
+        for row, count, taint_id in zip(nodes.tolist(), counts, ids, strict=True):
+            if count == 1:
+                result.append(named[taint_id])  # shared: callers read reasons, never change them
+            elif count == 0:
                 result.append([])
+            else:
+                result.append(self._first_untolerated(ctx, row))
         return result
+
+    def _first_untolerated(self, ctx: CycleContext, row: int) -> list[str]:
+        spec = ctx.snapshot.specs[row]
+        assert spec is not None
+        for taint in spec.taints:
+            if taint.effect in ("NoSchedule", "NoExecute") and not any(
+                t.tolerates(taint.key, taint.value, taint.effect) for t in ctx.pod.tolerations
+            ):
+                return [untolerated_taint(taint.key, taint.value)]
+        return []
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
         _, soft = ctx.snapshot.untolerated_taints(ctx.pod.tolerations)

@@ -1,6 +1,8 @@
 """The scheduler core: filters with their reasons, the queue order, retries, idempotence, determinism."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.scheduler import Placed, Unschedulable
 from tests.policies.builders import node, place, pod, scheduler
@@ -210,3 +212,39 @@ def test_removing_a_node_requeues_nothing_and_frees_its_row_for_the_next_node():
     s.remove_node("a", 1.0)
     s.upsert_node(node("c").spec())
     assert sorted(n for n in s.snapshot.names if n) == ["b", "c"]
+
+
+_taint = st.fixed_dictionaries(
+    {
+        "key": st.sampled_from(["dedicated", "gpu", "zone"]),
+        "value": st.sampled_from(["a", "b"]),
+        "effect": st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule"]),
+    }
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    taints=st.lists(st.lists(_taint, max_size=4), min_size=1, max_size=6),
+    tolerations=st.lists(_taint, max_size=2),
+)
+def test_each_node_reports_its_first_untolerated_taint_in_its_own_order(taints, tolerations):
+    """The plugin names a node's single untolerated taint from the snapshot's bits and reads the node only
+    when it has several; either way the reason is the first in the node's order, as upstream reports."""
+    s = scheduler([node(f"n{i}", taints=list(node_taints)) for i, node_taints in enumerate(taints)])
+    explanation = s.explain(pod("p", tolerations=[{**t, "operator": "Equal"} for t in tolerations]))
+    for i, node_taints in enumerate(taints):
+        first = next(
+            (
+                t
+                for t in node_taints
+                if t["effect"] != "PreferNoSchedule"
+                and not any(
+                    (o["key"], o["value"], o["effect"]) == (t["key"], t["value"], t["effect"])
+                    for o in tolerations
+                )
+            ),
+            None,
+        )
+        expected = [f"node(s) had untolerated taint {{{first['key']}: {first['value']}}}"] if first else None
+        assert explanation.filtered.get(f"n{i}") == expected
