@@ -36,7 +36,6 @@ from streams.agents.common import (
 from streams.core.ingress import envelope_from_model
 from streams.core.ledger import Ledger
 from streams.core.sequencer import Envelope
-from streams.delivery import take_batches
 
 __all__ = ["register"]
 
@@ -62,7 +61,7 @@ def register(app: faust.App, topics: Any) -> None:
     @app.agent(topics.bindings, name="applier")
     async def apply_bindings(stream: Any) -> None:
         nonlocal recounted
-        async for events in take_batches(stream, BATCH, WITHIN_S):
+        async for events in stream.take_events(BATCH, within=WITHIN_S):
             if not recounted:
                 # Allocations live in memory, summed from the recovered pod entries (`streams.core.ledger`).
                 log.info("ledger recovered: %d pods bound", ledger.recount())
@@ -94,7 +93,7 @@ def register(app: faust.App, topics: Any) -> None:
 
     @app.agent(topics.node_events, name="applier-nodes")
     async def node_events(stream: Any) -> None:
-        async for events in take_batches(stream, BATCH, WITHIN_S):
+        async for events in stream.take_events(BATCH, within=WITHIN_S):
             for event in events:
                 message = event.message
                 decoded = decode_message(topics, message)

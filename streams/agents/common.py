@@ -32,10 +32,9 @@ __all__ = [
 ]
 
 BATCH = 1000
-WITHIN_S = 0.002
-"""Agents take records in batches of up to `BATCH` (`streams.delivery.take_batches`): a batch is handed over
-this long after its first record arrived, or when full, so the costs paid per batch (a sequencer record, a
-flush) are shared by what arrives together, and a lone record waits 2 ms."""
+WITHIN_S = 0.005
+"""Agents take records in batches of up to `BATCH`, waiting at most this long to fill one: the cost of a
+Faust event is paid once per batch, and a lone record is delayed by at most 5 ms."""
 
 _BROADCAST = frozenset({Kind.WATERMARK, Kind.CONFIG, Kind.TICK, Kind.DELETE, Kind.SUMMARY, Kind.WORKLOAD})
 

@@ -15,7 +15,6 @@ import faust
 from schemas.events import DeadLetter
 from streams.agents.common import BATCH, WITHIN_S, envelope_of, send_dead_letter, send_envelopes
 from streams.core.sequencer import Envelope
-from streams.delivery import take_batches
 from streams.records import dead_letter
 
 __all__ = ["register"]
@@ -25,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def register(app: faust.App, topics: Any) -> None:
     async def forward(stream: Any) -> None:
-        async for events in take_batches(stream, BATCH, WITHIN_S):
+        async for events in stream.take_events(BATCH, within=WITHIN_S):
             envelopes: list[Envelope] = []
             messages: list[Any] = []
             for event in events:

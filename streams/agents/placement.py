@@ -32,7 +32,6 @@ from streams.core.sequencer import (
     decode_envelopes,
     encode_envelope,
 )
-from streams.delivery import take_batches
 from streams.records import dead_letter
 from streams.security import client_security, consumer_limits
 
@@ -138,7 +137,7 @@ def register(app: faust.App, topics: Any) -> None:
 
     @app.agent(topics.sequencer, name="placement")
     async def placement(stream: Any) -> None:
-        async for events in take_batches(stream, BATCH, WITHIN_S):
+        async for events in stream.take_events(BATCH, within=WITHIN_S):
             for event in events:
                 message = event.message
                 current = owned.get(message.partition)

@@ -209,7 +209,9 @@ def test_up_without_a_working_java_or_maven_exits_2_with_one_line_naming_the_too
     # An empty jar cache forces the Maven step, so a machine that already resolved the jars still checks it.
     env |= {"PATH": str(bin_dir), "XDG_CACHE_HOME": str(tmp_path / "cache")}
 
-    result = run_cli("up", "-p", str(free_port()), "-d", str(tmp_path / "broker"), env=env)
+    # Both ports chosen free: the controller's default (PORT+1) may be taken, and that check comes first.
+    ports = ["-p", str(free_port()), "--controller-port", str(free_port())]
+    result = run_cli("up", *ports, "-d", str(tmp_path / "broker"), env=env)
 
     assert result.returncode == 2, result.stdout + result.stderr
     assert re.fullmatch(rf"error: {expected}", one_line(result.stderr))

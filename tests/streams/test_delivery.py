@@ -1,24 +1,19 @@
-"""How records reach the agents (`streams.delivery`).
+"""The delivery fast path (`streams.delivery`): a record's delivery coroutine stepped in place, and the rest
+of a delivery that has to wait finished as asyncio's Task would have finished it.
 
-- The delivery fast path: a record's delivery coroutine stepped in place, and the rest of a delivery that
-  has to wait finished as asyncio's Task would have finished it. The consumer loop itself runs in every Kafka
-  test (every worker and applier uses it); these check the trampoline without a broker, including the case
-  those tests rarely reach: a delivery cancelled while it waits, which is how Faust abandons one when a
-  rebalance suspends the flow.
-- `take_batches`, through Faust's own agent test context (an in-memory channel, no broker)."""
+The consumer loop itself runs in every Kafka test (every worker and applier uses it); these check the
+trampoline without a broker, including the case those tests rarely reach: a delivery cancelled while it
+waits, which is how Faust abandons one when a rebalance suspends the flow."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import time
 from typing import Any
 
-import faust
 import pytest
 
 from streams.app import create_app
-from streams.delivery import TABLE_WRITES_IN_FLIGHT, FastDeliveryConsumer, _finish, take_batches
+from streams.delivery import TABLE_WRITES_IN_FLIGHT, FastDeliveryConsumer, _finish
 from streams.settings import load_settings
 
 # ------------------------------------------------------------------------------------------ builders
@@ -54,23 +49,6 @@ def step(recorder: Recorder) -> tuple[Any, Any]:
         return coro, coro.send(None)
     except StopIteration as done:
         return None, done.value
-
-
-_apps = itertools.count()
-WITHIN = 0.05
-
-
-def batching_agent(max_: int) -> tuple[Any, list[tuple[list[Any], float, list[Any]]]]:
-    """An agent that records each batch `take_batches` hands it: (values, when, events)."""
-    app = faust.App(f"eyrie-test-delivery-{next(_apps)}", store="memory://", autodiscover=False)
-    batches: list[tuple[list[Any], float, list[Any]]] = []
-
-    @app.agent(app.channel())
-    async def collect(stream: Any) -> None:
-        async for events in take_batches(stream, max_, WITHIN):
-            batches.append(([event.value for event in events], time.monotonic(), events))
-
-    return collect, batches
 
 
 # ------------------------------------------------------------------------------------------ the cases
@@ -150,66 +128,3 @@ def test_both_roles_run_the_fast_delivery_consumer_and_buffer_a_few_batches_of_t
     app = create_app(load_settings(env={}, data_dir=str(tmp_path)), role)
     assert isinstance(app.consumer, FastDeliveryConsumer)
     assert app.producer.buffer.max_messages == TABLE_WRITES_IN_FLIGHT
-
-
-def test_full_batches_are_handed_over_at_once_and_the_rest_within_seconds_of_its_first_record():
-    agent, batches = batching_agent(max_=3)
-
-    async def scenario() -> tuple[float, float]:
-        async with agent.test_context() as context:
-            started = time.monotonic()
-            for value in range(7):
-                await context.put(value)
-            await asyncio.sleep(4 * WITHIN)
-            late = time.monotonic()
-            await context.put("late")
-            await asyncio.sleep(4 * WITHIN)
-            return started, late
-
-    started, late = asyncio.run(scenario())
-    assert [values for values, _, _ in batches] == [[0, 1, 2], [3, 4, 5], [6], ["late"]]
-    full, _, rest, lone = (at for _, at, _ in batches)
-    assert full - started < WITHIN  # full: no wait
-    assert WITHIN <= rest - started < 3 * WITHIN
-    # The lone record waited `within` from its own arrival, not for a clock that kept ticking while idle.
-    assert WITHIN <= lone - late < 3 * WITHIN
-
-
-def test_an_idle_agent_sleeps_instead_of_waking_every_within():
-    agent, batches = batching_agent(max_=10)
-    waits = 0
-
-    async def scenario() -> None:
-        nonlocal waits
-        async with agent.test_context() as context:
-            await context.put("first")
-            await asyncio.sleep(2 * WITHIN)
-            stream = next(iter(context._actors)).stream  # the stream take_batches reads
-            real = stream.wait_for_stopped
-
-            async def counted(*args: Any, **kwargs: Any) -> Any:
-                nonlocal waits
-                waits += 1
-                return await real(*args, **kwargs)
-
-            stream.wait_for_stopped = counted
-            await asyncio.sleep(10 * WITHIN)
-
-    asyncio.run(scenario())
-    assert [values for values, _, _ in batches] == [["first"]]
-    assert waits == 0  # Faust's take_events would have woken about ten times
-
-
-def test_every_event_of_a_batch_is_acknowledged_once_its_consumer_asks_for_the_next_batch():
-    agent, batches = batching_agent(max_=3)
-
-    async def scenario() -> None:
-        async with agent.test_context() as context:
-            for value in range(2):
-                await context.put(value)
-            await asyncio.sleep(4 * WITHIN)
-
-    asyncio.run(scenario())
-    [(values, _, events)] = batches
-    assert values == [0, 1]
-    assert all(event.message.acked for event in events)
