@@ -15,7 +15,6 @@ from typing import Any
 
 import faust
 
-from streams.delivery import FastDeliveryApp
 from streams.observability import Observability, install
 from streams.security import faust_broker
 from streams.settings import Settings
@@ -84,7 +83,7 @@ def create_app(settings: Settings, role: str = "worker", *, web_port: int | None
     app_id = f"{settings.topic_prefix}{role}".replace(".", "-").strip("-")
     datadir = Path(settings.data_dir) / role
     datadir.mkdir(parents=True, exist_ok=True)
-    app = FastDeliveryApp(
+    app = faust.App(
         app_id,
         **faust_broker(settings),  # broker URLs and TLS/SASL credentials
         # No implicit channel may fall back to a codec that could execute data (pickle): raw bytes only.

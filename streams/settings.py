@@ -61,10 +61,7 @@ class Settings(BaseModel):
     """The largest record: producers refuse bigger ones, topics are created with it as
     ``max.message.bytes``, and consumers fetch at least this much per partition."""
     client_id: str = "eyrie"
-    linger_ms: int = Field(default=0, ge=0, le=10_000)
-    """How long a producer holds a record for more to batch with it. 0: the producer still batches whatever
-    accumulates while its previous request is in flight (one per broker), so under load batches form on
-    their own, and an idle pipeline adds no wait per hop (a pod crosses four producers)."""
+    linger_ms: int = Field(default=5, ge=0, le=10_000)
     request_timeout_ms: int = Field(default=30_000, ge=1000)
     shards: int = Field(default=1, ge=1, le=1024)
     """Partitions of the internal sequencer topic: one placement writer per cluster shard."""
