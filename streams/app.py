@@ -27,8 +27,8 @@ GC_THRESHOLDS = (100_000, 50, 1_000)
 """Python's collector thresholds in a worker or an applier (the defaults are 700, 10, 10). Their heaps hold
 a cluster's worth of long-lived objects (node specs, portraits, queued and assumed pods), and the default
 thresholds walked all of it every few thousand allocations; decoding a batch of pods allocates that many.
-Measured with `bench.pipeline` (5,000 nodes, two back-to-back runs, this setting the only difference): 938
-→ 1,198 pods/s end to end, and p99 at half rate from 625 to 166 ms. Reference cycles are still collected,
+Measured with `bench.pipeline` (5,000 nodes, two back-to-back runs, this setting the only difference): 643
+→ 733 pods/s end to end, and p99 at half rate from 485 to 265 ms. Reference cycles are still collected,
 less often."""
 
 
