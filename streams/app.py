@@ -19,7 +19,7 @@ from streams.observability import Observability, install
 from streams.security import faust_broker
 from streams.settings import Settings
 
-__all__ = ["Topics", "create_app", "run_app"]
+__all__ = ["Topics", "app_id", "create_app", "run_app"]
 
 ROLES = ("worker", "applier")
 
@@ -77,15 +77,19 @@ def _topics(app: faust.App, settings: Settings, observe: Observability) -> Topic
     )
 
 
+def app_id(settings: Settings, role: str) -> str:
+    """The Faust app id of `role`, which is also its Kafka consumer group."""
+    return f"{settings.topic_prefix}{role}".replace(".", "-").strip("-")
+
+
 def create_app(settings: Settings, role: str = "worker", *, web_port: int | None = None) -> faust.App:
     """A Faust app for `role`; its agents are registered and ready for `run_app`."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}")
-    app_id = f"{settings.topic_prefix}{role}".replace(".", "-").strip("-")
     datadir = Path(settings.data_dir) / role
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
-        app_id,
+        app_id(settings, role),
         **faust_broker(settings),  # broker URLs and TLS/SASL credentials
         # No implicit channel may fall back to a codec that could execute data (pickle): raw bytes only.
         key_serializer="raw",

@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas.events import Binding, BindingResult, DeadLetter
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodDeleted, PodGroup, PodRequest
+from streams.app import app_id
 from streams.client import EyrieClient, latest_decisions
 from streams.demo.workload import generate_gpu_like_log, slice_gpu_trace
 from streams.replay import replay_live, replay_offline
@@ -73,6 +75,20 @@ class Pipeline:
 
     def logs(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in self.workdir.glob("*.log"))
+
+
+async def placement_committed(settings: Settings) -> int:
+    """The sequencer offset the workers' group has committed (0 before its first commit)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_servers,
+        group_id=app_id(settings, "worker"),
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        return await consumer.committed(TopicPartition(settings.topic("sequencer"), 0)) or 0
+    finally:
+        await consumer.stop()
 
 
 def start_pipeline(bootstrap: str, workdir: Path, web_ports: dict[str, int] | None = None) -> Pipeline:
@@ -352,8 +368,11 @@ def test_a_worker_killed_mid_replay_loses_no_pod_and_binds_none_twice(
 
         async def replay_and_kill() -> None:
             replay = asyncio.create_task(replay_live(log, crashing.settings, rate=300))
-            # Kill it once it has placed something, so the restarted worker must rebuild its shard.
-            while not (await read_all(crashing.settings))[0]:
+            # Kill it once it has placed something and committed a sequencer offset, so the restarted worker
+            # resumes mid-partition and must rebuild its shard from what lies before.
+            while not (await read_all(crashing.settings))[0] or not await placement_committed(
+                crashing.settings
+            ):
                 await asyncio.sleep(0.5)
             crashing.kill("worker")
             await asyncio.sleep(1)
