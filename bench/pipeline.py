@@ -134,7 +134,10 @@ class Results:
 
     async def start(self) -> None:
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap_servers, group_id=None, enable_auto_commit=False
+            bootstrap_servers=self.settings.bootstrap_servers,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=self.settings.fetch_max_wait_ms,
         )
         await consumer.start()
         topic = self.settings.topic("binding-results")

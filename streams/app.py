@@ -15,6 +15,7 @@ from typing import Any
 
 import faust
 
+from streams.fetching import EyrieApp
 from streams.observability import Observability, install
 from streams.security import faust_broker
 from streams.settings import Settings
@@ -88,8 +89,9 @@ def create_app(settings: Settings, role: str = "worker", *, web_port: int | None
         raise ValueError(f"role must be one of {ROLES}")
     datadir = Path(settings.data_dir) / role
     datadir.mkdir(parents=True, exist_ok=True)
-    app = faust.App(
+    app = EyrieApp(
         app_id(settings, role),
+        fetch_max_wait_ms=settings.fetch_max_wait_ms,
         **faust_broker(settings),  # broker URLs and TLS/SASL credentials
         # No implicit channel may fall back to a codec that could execute data (pickle): raw bytes only.
         key_serializer="raw",

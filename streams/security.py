@@ -2,7 +2,8 @@
 
 - `client_security`: keyword arguments for aiokafka's producer, consumer and admin client.
 - `faust_broker`: the ``broker`` and ``broker_credentials`` settings of a Faust app.
-- `producer_limits`, `consumer_limits`: ``max_message_bytes`` as the producers' and consumers' size limits.
+- `producer_limits`, `consumer_limits`: ``max_message_bytes`` as the producers' and consumers' size limits
+  (and the consumers' fetch wait).
 - `kafka_errors`: aiokafka logs why a connection failed and then raises a bare "Unable to bootstrap";
   this puts the logged reason (wrong password, unknown CA, TLS expected) into one `BrokerError` line.
 
@@ -126,11 +127,12 @@ def consumer_limits(
     fetch_max_bytes: int = 16 * 1024 * 1024,
     max_partition_fetch_bytes: int = 4 * 1024 * 1024,
 ) -> dict[str, int]:
-    """Fetch sizes that hold at least one record of ``max_message_bytes``."""
+    """Fetch sizes that hold at least one record of ``max_message_bytes``, and the fetch wait."""
     limit = settings.max_message_bytes
     return {
         "fetch_max_bytes": max(fetch_max_bytes, limit),
         "max_partition_fetch_bytes": max(max_partition_fetch_bytes, limit),
+        "fetch_max_wait_ms": settings.fetch_max_wait_ms,
     }
 
 
