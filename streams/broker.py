@@ -516,6 +516,23 @@ class LocalBroker:
 
     # ------------------------------------------------------------------------------------- public
 
+    def recorded_port(self) -> int | None:
+        """The plain listener's port in this data directory's ``server.properties`` (written by `up`), or
+        None before the first start."""
+        try:
+            lines = self._properties.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return None
+        for line in lines:
+            key, _, value = line.partition("=")
+            if key.strip() == "listeners":
+                for listener in value.split(","):
+                    name, _, address = listener.strip().partition("://")
+                    port = address.rpartition(":")[2]
+                    if name == "PLAINTEXT" and port.isdigit():
+                        return int(port)
+        return None
+
     def status(self) -> BrokerStatus:
         pid = self._running_pid()
         answering = pid is not None and _answers(HOST, self.port)

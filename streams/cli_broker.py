@@ -105,6 +105,15 @@ def _read_password(path: Path) -> str:
     return password
 
 
+def _of_data_dir(port: int, data_dir: Path | None) -> LocalBroker:
+    """The broker of the data directory at the port it was started with: the pid file is the directory's,
+    so `--port` only matters before a first `up` (a broker started with ``-p 19092`` and stopped without
+    ``-p`` was reported as 127.0.0.1:9092, and its status checked the wrong port)."""
+    broker = LocalBroker(port, data_dir)
+    recorded = broker.recorded_port()
+    return broker if recorded is None or recorded == port else LocalBroker(recorded, broker.data_dir)
+
+
 @broker_app.command()
 def down(
     port: PortOption = DEFAULT_PORT,
@@ -113,7 +122,7 @@ def down(
 ) -> None:
     """Stop the broker (SIGTERM, then SIGKILL after --timeout). Not running is not an error."""
     try:
-        broker = LocalBroker(port, data_dir)
+        broker = _of_data_dir(port, data_dir)
         pid = broker.status().pid
         stopped = broker.down(timeout=timeout)
     except EyrieError as error:
@@ -128,7 +137,7 @@ def down(
 def status(port: PortOption = DEFAULT_PORT, data_dir: DataDirOption = None) -> None:
     """Print whether the broker runs and answers; exit 1 unless it answers."""
     try:
-        broker = LocalBroker(port, data_dir)
+        broker = _of_data_dir(port, data_dir)
         state = broker.status()
     except EyrieError as error:
         raise _fail(error) from None

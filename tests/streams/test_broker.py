@@ -103,8 +103,15 @@ def test_broker_up_returns_once_metadata_answers_and_down_stops_it(tmp_path: Pat
             f"broker already up: 127.0.0.1:{port} (data: {data}, pid {pid})"
         )
         wait_until_answering(f"127.0.0.1:{port}", timeout=1.0)
+
+        # Without -p, status (and down, below) find the port the data directory's broker was started with.
+        without_port = run_cli("status", "-d", data)
+        assert (without_port.returncode, one_line(without_port.stdout)) == (
+            0,
+            f"broker up: 127.0.0.1:{port} (data: {data}, pid {pid})",
+        )
     finally:
-        stopped = run_cli("down", "-p", port, "-d", data)
+        stopped = run_cli("down", "-d", data)
 
     assert stopped.returncode == 0, stopped.stderr
     assert one_line(stopped.stdout).startswith(f"broker down: 127.0.0.1:{port} (pid {pid} stopped")
