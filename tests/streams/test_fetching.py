@@ -33,8 +33,8 @@ def kafka_consumer_of(app: faust.App) -> Any:
 @pytest.mark.parametrize(
     ("case", "values", "expected"),
     [
-        ("by default a worker's fetch waits 20 ms, not Faust's 1,500", {}, 20),
-        ("the setting sets the wait", {"fetch_max_wait_ms": 250}, 250),
+        ("by default a worker's fetch waits 200 ms, not Faust's 1,500", {}, 200),
+        ("the setting sets the wait", {"fetch_max_wait_ms": 20}, 20),
     ],
 )
 def test_the_worker_consumer_takes_its_fetch_wait_from_the_settings(

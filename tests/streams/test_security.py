@@ -264,19 +264,23 @@ def test_a_failure_message_never_carries_the_password_even_when_a_library_echoes
             "the default limit keeps the usual batch and fetch sizes",
             1_048_576,
             {"max_request_size": 1_048_576, "max_batch_size": 262_144},
-            {"fetch_max_bytes": 16_777_216, "max_partition_fetch_bytes": 4_194_304, "fetch_max_wait_ms": 20},
+            {"fetch_max_bytes": 16_777_216, "max_partition_fetch_bytes": 4_194_304, "fetch_max_wait_ms": 200},
         ),
         (
             "a small limit shrinks batches so several records never add up past it",
             2048,
             {"max_request_size": 2048, "max_batch_size": 2048},
-            {"fetch_max_bytes": 16_777_216, "max_partition_fetch_bytes": 4_194_304, "fetch_max_wait_ms": 20},
+            {"fetch_max_bytes": 16_777_216, "max_partition_fetch_bytes": 4_194_304, "fetch_max_wait_ms": 200},
         ),
         (
             "a large limit grows fetches so one record always fits",
             50 * 1_048_576,
             {"max_request_size": 52_428_800, "max_batch_size": 262_144},
-            {"fetch_max_bytes": 52_428_800, "max_partition_fetch_bytes": 52_428_800, "fetch_max_wait_ms": 20},
+            {
+                "fetch_max_bytes": 52_428_800,
+                "max_partition_fetch_bytes": 52_428_800,
+                "fetch_max_wait_ms": 200,
+            },
         ),
     ],
 )
