@@ -57,6 +57,7 @@ from streams.app import GC_THRESHOLDS
 from streams.broker import resolved_broker
 from streams.core.sequencer import Envelope, Kind, Shard, decode_envelopes
 from streams.demo.processes import start_role, stop_all
+from streams.security import consumer_limits
 from streams.settings import Settings, load_settings
 from streams.topics import ensure_topics
 
@@ -137,7 +138,7 @@ class Results:
             bootstrap_servers=self.settings.bootstrap_servers,
             group_id=None,
             enable_auto_commit=False,
-            fetch_max_wait_ms=self.settings.fetch_max_wait_ms,
+            **consumer_limits(self.settings),  # the pipeline's fetch wait, so a result is not held back
         )
         await consumer.start()
         topic = self.settings.topic("binding-results")

@@ -65,9 +65,9 @@ class Settings(BaseModel):
     fetch_max_wait_ms: int = Field(default=200, ge=1, le=10_000)
     """How long the broker may hold a consumer's fetch while none of its partitions has new records. Well
     below Faust's 1,500 ms, because a fetch leaves out the partitions whose records the consumer has not
-    taken yet, and nothing reaches the consumer until it returns (`streams.fetching`); not much lower,
-    because a busy worker then spends its time on empty fetches (at 20 ms the metrics agent drained about a
-    fifth slower)."""
+    taken yet, and nothing reaches the consumer until it returns (`streams.fetching`); not much lower:
+    at 20 ms the metrics agent drained about a fifth slower (a busy worker answers 50 empty fetches a
+    second)."""
     request_timeout_ms: int = Field(default=30_000, ge=1000)
     shards: int = Field(default=1, ge=1, le=1024)
     """Partitions of the internal sequencer topic: one placement writer per cluster shard."""
