@@ -51,6 +51,7 @@ __all__ = [
     "default_data_dir",
     "describe_resolution",
     "free_port",
+    "free_ports",
     "jar_cache_dir",
     "resolve_jars",
     "resolved_broker",
@@ -383,10 +384,11 @@ def wait_until_answering(bootstrap: str, timeout: float) -> None:
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing was bound to a moment ago."""
-    return _free_ports(1)[0]
+    return free_ports(1)[0]
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports on 127.0.0.1 that nothing was bound to a moment ago."""
     # All sockets stay open until every port is picked, so the kernel cannot hand out one port twice.
     with contextlib.ExitStack() as stack:
         ports = []
@@ -1064,7 +1066,7 @@ def resolved_broker(timeout: float = 60.0) -> Iterator[str]:
             container.stop()
         return
     with tempfile.TemporaryDirectory(prefix="eyrie-broker-") as tmp:
-        port, controller_port = _free_ports(2)
+        port, controller_port = free_ports(2)
         broker = LocalBroker(port=port, data_dir=tmp, controller_port=controller_port)
         try:
             bootstrap = broker.up(timeout=timeout)

@@ -30,7 +30,7 @@ from schemas.eventlog import read_events
 from schemas.events import Binding, BindingResult
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
-from streams.broker import LocalBroker, free_port
+from streams.broker import LocalBroker, free_ports
 from streams.client import EyrieClient, latest_decisions
 from streams.demo.workload import NODE_SECONDS_PER_ARRIVAL, generate_gpu_like_log
 from streams.replay import OfflineResult, replay_live, replay_offline
@@ -220,10 +220,7 @@ async def read_outputs(settings: Settings) -> tuple[list[Binding | PodDeleted], 
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     if shutil.which("java") is None:
         pytest.skip("the fault tests start their own Kafka broker, which needs java")
-    port = free_port()
-    controller = free_port()
-    while controller == port:
-        controller = free_port()
+    port, controller = free_ports(2)
     local = LocalBroker(port, tmp_path_factory.mktemp("fault-broker"), controller)
     local.up(timeout=120.0)
     yield local
@@ -274,7 +271,8 @@ def test_after_the_fault_every_pod_is_decided_once_no_node_overfills_and_live_eq
 ) -> None:
     log, offline = workload
     uids = {e.value.uid for e in read_events(log) if isinstance(e.value, PodRequest)}
-    ports = {f"worker-{i}": free_port() for i in range(workers)} if workers > 1 else {}
+    named = [f"worker-{i}" for i in range(workers)] if workers > 1 else []
+    ports = dict(zip(named, free_ports(len(named)), strict=True))
     pipeline = start_pipeline(broker.bootstrap, tmp_path, web_ports=None)
     if workers > 1:
         pipeline.kill("worker")

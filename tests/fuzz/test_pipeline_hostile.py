@@ -22,7 +22,7 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from schemas.events import BindingResult, DeadLetter
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
-from streams.broker import free_port
+from streams.broker import free_ports
 from streams.client import EyrieClient
 from streams.demo.processes import resident_bytes
 from streams.security import client_security, producer_limits
@@ -184,7 +184,7 @@ async def outcome_of(settings: Settings) -> Outcome:
 def hostile(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Pipeline, dict[str, int]]]:
-    ports = {"worker": free_port(), "applier": free_port()}
+    ports = dict(zip(("worker", "applier"), free_ports(2), strict=True))
     running = start_pipeline(kafka_bootstrap, tmp_path_factory.mktemp("hostile"), web_ports=ports)
     yield running, ports
     running.stop()

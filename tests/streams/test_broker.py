@@ -28,6 +28,7 @@ from streams.broker import (
     LocalBroker,
     describe_resolution,
     free_port,
+    free_ports,
     resolved_broker,
     wait_until_answering,
 )
@@ -217,9 +218,7 @@ def test_up_without_a_working_java_or_maven_exits_2_with_one_line_naming_the_too
     env |= {"PATH": str(bin_dir), "XDG_CACHE_HOME": str(tmp_path / "cache")}
 
     # Both ports chosen free: the controller's default (PORT+1) may be taken, and that check comes first.
-    port, controller = free_port(), free_port()
-    while controller == port:
-        controller = free_port()
+    port, controller = free_ports(2)
     ports = ["-p", str(port), "--controller-port", str(controller)]
     result = run_cli("up", *ports, "-d", str(tmp_path / "broker"), env=env)
 

@@ -51,7 +51,7 @@ def test_a_plain_faust_worker_would_wait_1500_ms(tmp_path: Path) -> None:
 
     async def build() -> int:
         app = faust.App("fetching-plain", broker="kafka://127.0.0.1:9092", datadir=str(tmp_path), env={})
-        return int(app.consumer._thread._create_worker_consumer(app.transport)._fetch_max_wait_ms)
+        return int(kafka_consumer_of(app)._fetch_max_wait_ms)
 
     assert asyncio.run(build()) == 1500
 

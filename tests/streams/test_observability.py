@@ -13,7 +13,7 @@ import pytest
 
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
-from streams.broker import free_port
+from streams.broker import free_ports
 from streams.client import EyrieClient
 from streams.observability import Observability, consumer_lag
 from tests.streams.test_pipeline import Pipeline, start_pipeline, wait_for
@@ -87,7 +87,7 @@ def test_every_metric_the_issue_names_is_exposed_before_anything_happened():
 def observed(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Pipeline, dict]]:
-    ports = {"worker": free_port(), "applier": free_port()}
+    ports = dict(zip(("worker", "applier"), free_ports(2), strict=True))
     running = start_pipeline(kafka_bootstrap, tmp_path_factory.mktemp("observed"), web_ports=ports)
     yield running, ports
     running.stop()
