@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+import streams.broker
 from schemas.exceptions import BrokerError
 from streams.broker import (
     KAFKA_VERSION,
@@ -299,6 +300,8 @@ def test_describe_resolution_without_the_env_var_returns_quickly_even_with_no_do
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    # The session's broker is live inside resolved_broker, and describe_resolution names a live one first.
+    monkeypatch.setattr(streams.broker, "_active", [])
     started = time.monotonic()
 
     description = describe_resolution()
