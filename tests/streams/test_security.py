@@ -31,7 +31,7 @@ from typer.testing import CliRunner
 
 from schemas.exceptions import BrokerError, ConfigError, InvalidInput
 from schemas.pod import PodRequest
-from streams.broker import HOST, LocalBroker, _free_ports
+from streams.broker import HOST, LocalBroker, free_ports
 from streams.client import EyrieClient
 from streams.security import (
     client_security,
@@ -374,7 +374,7 @@ def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured
     directory = tmp_path_factory.mktemp("secured-broker")
     password_file = directory / "alice.password"
     password_file.write_text(ALICE + "\n")
-    port, controller, sasl_ssl = _free_ports(3)
+    port, controller, sasl_ssl = free_ports(3)
     command = ["up", "-p", port, "-d", directory / "data", "--controller-port", controller, "--timeout", 60]
     command += [
         "--sasl-ssl-port",
