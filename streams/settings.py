@@ -68,6 +68,12 @@ class Settings(BaseModel):
     taken yet, and nothing reaches the consumer until it returns (`streams.fetching`); not much lower:
     at 20 ms the metrics agent drained about a fifth slower (a busy worker answers 50 empty fetches a
     second)."""
+    batch_window_ms: int = Field(default=15, ge=1, le=10_000)
+    """How long a worker's or applier's agent gathers records into one batch (Faust's ``take_events``
+    clock). Every batch costs each hop a wake-up, acknowledgements and a produce request whatever its size,
+    so short windows spend the machine's cores on bookkeeping; long ones hold every record longer. At 5 ms
+    the pipeline benchmark used about as much CPU at 250 pods/s as at 500/s; 15 ms is the measured
+    balance (README, "Pipeline benchmark")."""
     request_timeout_ms: int = Field(default=30_000, ge=1000)
     shards: int = Field(default=1, ge=1, le=1024)
     """Partitions of the internal sequencer topic: one placement writer per cluster shard."""

@@ -26,7 +26,7 @@ from schemas.node import NodeEvent
 from schemas.pod import PodDeleted
 from streams.agents.common import (
     BATCH,
-    WITHIN_S,
+    batch_window_s,
     bytes_table,
     decode_message,
     send,
@@ -61,7 +61,7 @@ def register(app: faust.App, topics: Any) -> None:
     @app.agent(topics.bindings, name="applier")
     async def apply_bindings(stream: Any) -> None:
         nonlocal recounted
-        async for events in stream.take_events(BATCH, within=WITHIN_S):
+        async for events in stream.take_events(BATCH, within=batch_window_s(topics.settings)):
             if not recounted:
                 # Allocations live in memory, summed from the recovered pod entries (`streams.core.ledger`).
                 log.info("ledger recovered: %d pods bound", ledger.recount())
@@ -93,7 +93,7 @@ def register(app: faust.App, topics: Any) -> None:
 
     @app.agent(topics.node_events, name="applier-nodes")
     async def node_events(stream: Any) -> None:
-        async for events in stream.take_events(BATCH, within=WITHIN_S):
+        async for events in stream.take_events(BATCH, within=batch_window_s(topics.settings)):
             for event in events:
                 message = event.message
                 decoded = decode_message(topics, message)

@@ -14,12 +14,13 @@ from schemas.events import DeadLetter
 from streams.core.ingress import envelope_from_record, pack_envelopes
 from streams.core.sequencer import Envelope, Kind
 from streams.records import Decoded, decode_record, decode_records
+from streams.settings import Settings
 
 __all__ = [
     "BATCH",
     "RECORD_OVERHEAD",
-    "WITHIN_S",
     "TableBytes",
+    "batch_window_s",
     "bytes_table",
     "decode_message",
     "decode_messages",
@@ -32,9 +33,13 @@ __all__ = [
 ]
 
 BATCH = 1000
-WITHIN_S = 0.005
-"""Agents take records in batches of up to `BATCH`, waiting at most this long to fill one: the cost of a
-Faust event is paid once per batch, and a lone record is delayed by at most 5 ms."""
+"""Agents take records in batches of up to `BATCH`, gathered for at most ``Settings.batch_window_ms``: the
+cost of a Faust event is paid once per batch."""
+
+
+def batch_window_s(settings: Settings) -> float:
+    return float(settings.batch_window_ms) / 1000.0
+
 
 _BROADCAST = frozenset({Kind.WATERMARK, Kind.CONFIG, Kind.TICK, Kind.DELETE, Kind.SUMMARY, Kind.WORKLOAD})
 

@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from schemas.codec import encode
 from schemas.events import Binding, BindingResult, DeadLetter
 from schemas.exceptions import InvalidInput
-from streams.agents.common import BATCH, WITHIN_S, node_partition, send, send_dead_letter
+from streams.agents.common import BATCH, batch_window_s, node_partition, send, send_dead_letter
 from streams.core.sequencer import (
     Envelope,
     Kind,
@@ -137,7 +137,7 @@ def register(app: faust.App, topics: Any) -> None:
 
     @app.agent(topics.sequencer, name="placement")
     async def placement(stream: Any) -> None:
-        async for events in stream.take_events(BATCH, within=WITHIN_S):
+        async for events in stream.take_events(BATCH, within=batch_window_s(topics.settings)):
             for event in events:
                 message = event.message
                 current = owned.get(message.partition)

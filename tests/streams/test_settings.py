@@ -3,6 +3,7 @@
 import pytest
 
 from schemas.exceptions import ConfigError
+from streams.agents.common import batch_window_s
 from streams.settings import DEFAULT_BOOTSTRAP, load_settings
 
 
@@ -54,6 +55,7 @@ def test_the_broker_address_follows_the_documented_precedence(tmp_path, case, fi
         ("an unknown setting in a file names the file and the field", "partitionz: 3\n", {}, "partitionz"),
         ("a file that is not a mapping is refused", "- a\n- b\n", {}, "expected a mapping"),
         ("a topic prefix with spaces is refused", None, {"EYRIE_TOPIC_PREFIX": "a b"}, "topic_prefix"),
+        ("a batch window of zero is refused", None, {"EYRIE_BATCH_WINDOW_MS": "0"}, "EYRIE_BATCH_WINDOW_MS"),
     ],
 )
 def test_bad_settings_fail_with_one_line_naming_the_source(tmp_path, case, file, env, message):
@@ -65,6 +67,17 @@ def test_bad_settings_fail_with_one_line_naming_the_source(tmp_path, case, file,
         load_settings(path, env=env)
     assert message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("case", "env", "expected_s"),
+    [
+        ("by default agents gather a batch for 15 ms", {}, 0.015),
+        ("EYRIE_BATCH_WINDOW_MS sets the window", {"EYRIE_BATCH_WINDOW_MS": "40"}, 0.04),
+    ],
+)
+def test_the_agents_batch_window_comes_from_the_settings(case, env, expected_s):
+    assert batch_window_s(load_settings(env=env)) == expected_s
 
 
 def test_topic_names_carry_the_prefix():
