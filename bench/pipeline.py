@@ -172,8 +172,8 @@ class Results:
                                 self._all_arrived.set()
 
     async def wait_for(self, uids: Sequence[str], timeout: float) -> bool:
-        # The awaited set shrinks as results arrive: rescanning every uid on each fetched batch took this
-        # process close to half a core at 800 pods/s, a core the pipeline it measures shares.
+        # The awaited set shrinks as results arrive: rescanning every uid on each fetched batch was 44 % of
+        # this process's py-spy samples at about 750 pods/s, on cores the pipeline it measures shares.
         self._awaited = {uid for uid in uids if uid not in self.final_at}
         if not self._awaited:
             return True
