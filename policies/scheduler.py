@@ -278,6 +278,24 @@ class Scheduler:
         """The applier committed the binding."""
         self.snapshot.bind(uid)
 
+    def adopt(self, pod: PodRequest, row: int, now: float) -> list[Outcome]:
+        """The applier holds the pod on `row`, committed from an earlier binding of it (a duplicate
+        delivered after a crash can be answered after a later attempt was made). Placement follows it,
+        bound, dropping whatever it assumed or queued for the pod since: otherwise that node would look
+        roomier here than it is, and every pod sent there would come back as a conflict."""
+        self._now = now
+        uid = pod.uid
+        self._queue.pop(uid, None)
+        self._unschedulable.pop(uid, None)
+        self._parked.pop(uid, None)
+        wait = self._waiting.pop(uid, None)
+        if wait is not None:
+            self._unreserve(wait.queued, wait.profile, wait.row, reason="bound on another node")
+        self.snapshot.forget(uid)
+        self.snapshot.assume(self.snapshot.pod_info(pod), row, bound=True, at=now)
+        self._cluster_changed()
+        return self._drain()
+
     def conflict(self, pod: PodRequest, now: float, attempt: int) -> list[Outcome]:
         """The applier refused binding number `attempt`: forget the assumption and queue the pod again."""
         self._now = now

@@ -373,6 +373,12 @@ class TwoLevelPlacer:
             self._members[cluster].summary.forget(uid)
             self._changed(cluster)
 
+    def adopted(self, uid: str, node: str) -> None:
+        """A pod that is not a replica moved to `node` outside a cycle (`Scheduler.adopt`): counted there."""
+        self.released(uid)
+        if self._tracking:
+            self._count(uid, node, None)
+
     def conflict(self, uid: str, now: float, attempt: int, reasons: Iterable[str] = ()) -> list[Outcome]:
         """The applier refused binding number `attempt` of a replica: its cluster tries again, up to
         `conflict_retries` times, then the replica is divided again (dynamic and aggregated)."""

@@ -24,7 +24,7 @@ never booked again.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from typing import Final, Literal, TypedDict
 
 import orjson
@@ -44,6 +44,7 @@ __all__ = [
     "PodEntry",
     "PodState",
     "already_bound",
+    "bound_node",
     "insufficient",
 ]
 
@@ -84,6 +85,17 @@ def insufficient(resource: str) -> str:
 
 def already_bound(node: str) -> str:
     return REASON_ALREADY_BOUND.format(node=node)
+
+
+_ALREADY_BOUND_PREFIX: Final = REASON_ALREADY_BOUND.split("{node}")[0]
+
+
+def bound_node(reasons: Iterable[str]) -> str | None:
+    """The node a ``rejected`` result says the pod is bound to (`already_bound`'s reason), if it says so."""
+    for reason in reasons:
+        if reason.startswith(_ALREADY_BOUND_PREFIX):
+            return reason[len(_ALREADY_BOUND_PREFIX) :]
+    return None
 
 
 def _reason_key(resource: str) -> tuple[int, str]:

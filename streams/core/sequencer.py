@@ -43,6 +43,7 @@ from schemas.events import Binding, BindingResult
 from schemas.exceptions import EyrieError, InvalidInput
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
+from streams.core.ledger import bound_node
 from streams.core.metrics import NodeSummary, WorkloadSummary
 
 __all__ = [
@@ -488,7 +489,19 @@ class Shard:
             self.counters["conflicts"] += 1
             self.placer.released(result.uid)
             return self.scheduler.conflict(pod, now, result.attempt)
-        # rejected: the applier will never bind it (deleted, or bound elsewhere); placement lets go.
+        # rejected: the applier will never bind this binding.
+        snapshot = self.scheduler.snapshot
+        record = snapshot.pods.get(result.uid)
+        if record is not None and snapshot.names[record.row] != result.node:
+            return []  # an older attempt's answer: the pod has moved on
+        holder = bound_node(result.reasons)
+        row = snapshot.index.get(holder) if holder is not None else None
+        if holder is not None and row is not None and snapshot.live[row]:
+            # The ledger holds the pod there, from an earlier binding: placement follows the ledger.
+            outcomes = self.scheduler.adopt(pod, row, now)
+            self.placer.adopted(result.uid, holder)
+            return outcomes
+        # Deleted, or a stale attempt: the pod is not going to be bound; placement lets go.
         self.pods.pop(result.uid, None)
         self.placer.released(result.uid)
         return self.scheduler.delete_pod(result.uid, now)

@@ -21,6 +21,7 @@ from streams.core.ledger import (
     REASON_TOO_MANY_PODS,
     Ledger,
     already_bound,
+    bound_node,
     insufficient,
 )
 
@@ -329,6 +330,19 @@ def test_a_rejection_for_a_pod_bound_elsewhere_names_the_binding_node_and_the_bo
     ledger.apply(binding(on="n2"), 1.0)
     result = ledger.apply(binding(on="n1", attempt=1), 2.0)
     assert (result.node, result.reasons) == ("n1", ["pod already bound to node n2"])
+    assert bound_node(result.reasons) == "n2"  # what placement reads back (streams.core.sequencer)
+
+
+@pytest.mark.parametrize(
+    ("case", "reasons", "node"),
+    [
+        ("the already-bound reason names the node", [already_bound("node-a.b")], "node-a.b"),
+        ("other reasons name none", [REASON_POD_DELETED, REASON_STALE_ATTEMPT], None),
+        ("no reasons name none", [], None),
+    ],
+)
+def test_bound_node_reads_the_node_out_of_a_rejection(case, reasons, node):
+    assert bound_node(reasons) == node
 
 
 # --------------------------------------------------------------------------------------------- delete

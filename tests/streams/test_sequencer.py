@@ -161,6 +161,68 @@ def test_a_conflict_for_an_older_attempt_is_ignored() -> None:
     assert shard.scheduler.snapshot.pods["a"].row == shard.scheduler.snapshot.index[binding.node]
 
 
+def placed_on_n1(uid: str = "a") -> Shard:
+    """A shard of nodes n1 (roomier, so the pod's choice) and n2, the pod `uid` assumed on n1 (attempt 0)."""
+    shard = Shard()
+    outputs = shard.feed_all(
+        [env(Kind.NODE, 0, node("n1", cpu="8")), env(Kind.NODE, 0, node("n2")), env(Kind.POD, 1, pod(uid))]
+    )
+    assert bindings(outputs) == {uid: "n1"}
+    return shard
+
+
+def where(shard: Shard, uid: str) -> tuple[str | None, bool] | None:
+    record = shard.scheduler.snapshot.pods.get(uid)
+    return None if record is None else (shard.scheduler.snapshot.names[record.row], record.bound)
+
+
+@pytest.mark.parametrize(
+    ("case", "rejected_node", "reasons", "expected"),
+    [
+        (
+            "a rejected answer to a binding for another node (an older attempt) leaves the pod where it is",
+            "n2",
+            ["pod already bound to node n2"],
+            ("n1", False),
+        ),
+        (
+            "the applier holding the pod on another node from an earlier binding moves it there, bound",
+            "n1",
+            ["pod already bound to node n2"],
+            ("n2", True),
+        ),
+        ("a pod the applier knows as deleted is let go", "n1", ["pod deleted"], None),
+        (
+            "bound to a node placement does not know, the pod is let go",
+            "n1",
+            ["pod already bound to node n9"],
+            None,
+        ),
+    ],
+)
+def test_a_rejected_result_follows_what_the_ledger_holds(
+    case: str, rejected_node: str, reasons: list[str], expected: tuple[str, bool] | None
+) -> None:
+    shard = placed_on_n1()
+    rejected = BindingResult(uid="a", node=rejected_node, status="rejected", reasons=reasons, attempt=0)
+    assert bindings(shard.feed(env(Kind.RESULT, 2, rejected, "binding-results/0"))) == {}
+    assert where(shard, "a") == expected
+
+
+def test_after_moving_a_pod_to_the_ledgers_node_that_node_counts_it() -> None:
+    shard = placed_on_n1()
+    moved = BindingResult(
+        uid="a", node="n1", status="rejected", reasons=["pod already bound to node n2"], attempt=0
+    )
+    shard.feed(env(Kind.RESULT, 2, moved, "binding-results/0"))
+    snapshot = shard.scheduler.snapshot
+    counts = {name: int(snapshot.pod_count[snapshot.index[name]]) for name in ("n1", "n2")}
+    assert counts == {"n1": 0, "n2": 1}
+    # n2 keeps 3 of its 4 cpu free, so a pod of 4 cpu cannot go there.
+    assert bindings(shard.feed(env(Kind.POD, 3, pod("b", cpu="4")))) == {"b": "n1"}
+    assert bindings(shard.feed(env(Kind.POD, 4, pod("c", cpu="4")))) == {"c": "n1"}
+
+
 def test_an_unschedulable_verdict_is_said_once_while_the_reasons_stay_the_same() -> None:
     shard = Shard()
     outputs = shard.feed_all(
