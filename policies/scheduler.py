@@ -263,12 +263,7 @@ class Scheduler:
     def delete_pod(self, uid: str, now: float) -> list[Outcome]:
         """The pod is gone: release whatever it held and drop it from the queue."""
         self._now = now
-        self._queue.pop(uid, None)
-        self._unschedulable.pop(uid, None)
-        self._parked.pop(uid, None)
-        wait = self._waiting.pop(uid, None)
-        if wait is not None:
-            self._unreserve(wait.queued, wait.profile, wait.row, reason="deleted")
+        self._drop_pending(uid, reason="deleted")
         if self.snapshot.forget(uid) is not None:
             self._cluster_changed()
         self._notify("on_pod_deleted", uid)
@@ -284,17 +279,20 @@ class Scheduler:
         bound, dropping whatever it assumed or queued for the pod since: otherwise that node would look
         roomier here than it is, and every pod sent there would come back as a conflict."""
         self._now = now
-        uid = pod.uid
+        self._drop_pending(pod.uid, reason="bound on another node")
+        self.snapshot.forget(pod.uid)
+        self.snapshot.assume(self.snapshot.pod_info(pod), row, bound=True, at=now)
+        self._cluster_changed()
+        return self._drain()
+
+    def _drop_pending(self, uid: str, *, reason: str) -> None:
+        """Take the pod out of the queue, backoff and Permit (releasing what it reserved while it waited)."""
         self._queue.pop(uid, None)
         self._unschedulable.pop(uid, None)
         self._parked.pop(uid, None)
         wait = self._waiting.pop(uid, None)
         if wait is not None:
-            self._unreserve(wait.queued, wait.profile, wait.row, reason="bound on another node")
-        self.snapshot.forget(uid)
-        self.snapshot.assume(self.snapshot.pod_info(pod), row, bound=True, at=now)
-        self._cluster_changed()
-        return self._drain()
+            self._unreserve(wait.queued, wait.profile, wait.row, reason=reason)
 
     def conflict(self, pod: PodRequest, now: float, attempt: int) -> list[Outcome]:
         """The applier refused binding number `attempt`: forget the assumption and queue the pod again."""

@@ -477,23 +477,21 @@ class Shard:
         pod = self.pods.get(result.uid)
         if pod is None or result.status == "unschedulable":
             return []  # a pod deleted meanwhile, or our own verdict coming back
+        assumed_on = self._assumed_on(result.uid)
         if result.status == "applied":
-            record = self.scheduler.snapshot.pods.get(result.uid)
-            if record is not None and self.scheduler.snapshot.names[record.row] == result.node:
+            if assumed_on == result.node:
                 self.placer.confirm(result.uid)
             return []
         if result.status == "conflict":
-            record = self.scheduler.snapshot.pods.get(result.uid)
-            if record is None or self.scheduler.snapshot.names[record.row] != result.node:
+            if assumed_on != result.node:
                 return []  # an older attempt's conflict: the pod has moved on
             self.counters["conflicts"] += 1
             self.placer.released(result.uid)
             return self.scheduler.conflict(pod, now, result.attempt)
         # rejected: the applier will never bind this binding.
-        snapshot = self.scheduler.snapshot
-        record = snapshot.pods.get(result.uid)
-        if record is not None and snapshot.names[record.row] != result.node:
+        if assumed_on is not None and assumed_on != result.node:
             return []  # an older attempt's answer: the pod has moved on
+        snapshot = self.scheduler.snapshot
         holder = bound_node(result.reasons)
         row = snapshot.index.get(holder) if holder is not None else None
         if holder is not None and row is not None and snapshot.live[row]:
@@ -506,12 +504,16 @@ class Shard:
         self.placer.released(result.uid)
         return self.scheduler.delete_pod(result.uid, now)
 
+    def _assumed_on(self, uid: str) -> str | None:
+        """The node placement holds the pod on (assumed or bound), or None."""
+        snapshot = self.scheduler.snapshot
+        record = snapshot.pods.get(uid)
+        return None if record is None else snapshot.names[record.row]
+
     def _replica_result(self, result: BindingResult, now: float) -> list[Outcome]:
         if result.status == "unschedulable":
             return []
-        snapshot = self.scheduler.snapshot
-        record = snapshot.pods.get(result.uid)
-        if record is None or snapshot.names[record.row] != result.node:
+        if self._assumed_on(result.uid) != result.node:
             return []  # an older attempt's answer: the replica has moved on, or waits for a division
         if result.status == "applied":
             self.placer.confirm(result.uid)
