@@ -72,8 +72,9 @@ class Settings(BaseModel):
     """How long a worker's or applier's agent gathers records into one batch (Faust's ``take_events``
     clock). Every batch costs each hop a wake-up, acknowledgements and a produce request whatever its size,
     so short windows spend the machine's cores on bookkeeping; long ones hold every record longer. At 5 ms
-    the pipeline benchmark used about as much CPU at 250 pods/s as at 500/s; 15 ms is the measured
-    balance (README, "Pipeline benchmark")."""
+    the pipeline benchmark used about as much CPU at 250 pods/s as at 500/s; at 15 ms it placed more pods
+    per second with a lower p99 at 500/s, and 10 or 20 ms measured within the same run-to-run spread
+    (README, "Pipeline benchmark")."""
     request_timeout_ms: int = Field(default=30_000, ge=1000)
     shards: int = Field(default=1, ge=1, le=1024)
     """Partitions of the internal sequencer topic: one placement writer per cluster shard."""

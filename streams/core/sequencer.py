@@ -491,10 +491,9 @@ class Shard:
         # rejected: the applier will never bind this binding.
         if assumed_on is not None and assumed_on != result.node:
             return []  # an older attempt's answer: the pod has moved on
-        snapshot = self.scheduler.snapshot
         holder = bound_node(result.reasons)
-        row = snapshot.index.get(holder) if holder is not None else None
-        if holder is not None and row is not None and snapshot.live[row]:
+        row = self.scheduler.snapshot.index.get(holder) if holder is not None else None  # live nodes only
+        if holder is not None and row is not None:
             # The ledger holds the pod there, from an earlier binding: placement follows the ledger.
             outcomes = self.scheduler.adopt(pod, row, now)
             self.placer.adopted(result.uid, holder)
