@@ -61,20 +61,23 @@ class Settings(BaseModel):
     """The largest record: producers refuse bigger ones, topics are created with it as
     ``max.message.bytes``, and consumers fetch at least this much per partition."""
     client_id: str = "eyrie"
-    linger_ms: int = Field(default=5, ge=0, le=10_000)
+    linger_ms: int = Field(default=0, ge=0, le=10_000)
+    """How long a producer holds a record for more to join its batch. 0: aiokafka keeps one request in
+    flight per broker and batches whatever accumulates behind it, so under load batches still form, and
+    at low rates no hop adds a wait (a pod crosses four producers: client, forwarder, placement,
+    applier)."""
     fetch_max_wait_ms: int = Field(default=200, ge=1, le=10_000)
     """How long the broker may hold a consumer's fetch while none of its partitions has new records. Well
     below Faust's 1,500 ms, because a fetch leaves out the partitions whose records the consumer has not
     taken yet, and nothing reaches the consumer until it returns (`streams.fetching`); not much lower:
     at 20 ms the metrics agent drained about a fifth slower (a busy worker answers 50 empty fetches a
     second)."""
-    batch_window_ms: int = Field(default=15, ge=1, le=10_000)
-    """How long a worker's or applier's agent gathers records into one batch (Faust's ``take_events``
-    clock). Every batch costs each hop a wake-up, acknowledgements and a produce request whatever its size,
-    so short windows spend the machine's cores on bookkeeping; long ones hold every record longer. At 5 ms
-    the pipeline benchmark used about as much CPU at 250 pods/s as at 500/s; at 15 ms it placed more pods
-    per second with a lower p99 at 500/s, and 10 or 20 ms measured within the same run-to-run spread
-    (README, "Pipeline benchmark")."""
+    batch_window_ms: int = Field(default=15, ge=0, le=10_000)
+    """The longest a worker's or applier's agent gathers one batch, from its first record; it hands the batch
+    over sooner when records stop coming for a millisecond (`streams.batching`), and an idle agent sleeps.
+    Every batch costs its hop a produce request and acknowledgements (the forwarder's also a sequencer
+    record), so under a backlog, whose records come back to back, batches grow up to this window, and a record
+    that comes alone leaves after a millisecond (README, "Pipeline benchmark")."""
     request_timeout_ms: int = Field(default=30_000, ge=1000)
     shards: int = Field(default=1, ge=1, le=1024)
     """Partitions of the internal sequencer topic: one placement writer per cluster shard."""

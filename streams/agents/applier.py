@@ -33,6 +33,7 @@ from streams.agents.common import (
     send_dead_letter,
     send_envelopes,
 )
+from streams.batching import take_batches
 from streams.core.ingress import envelope_from_model
 from streams.core.ledger import Ledger
 from streams.core.sequencer import Envelope
@@ -61,7 +62,7 @@ def register(app: faust.App, topics: Any) -> None:
     @app.agent(topics.bindings, name="applier")
     async def apply_bindings(stream: Any) -> None:
         nonlocal recounted
-        async for events in stream.take_events(BATCH, within=batch_window_s(topics.settings)):
+        async for events in take_batches(stream, BATCH, batch_window_s(topics.settings)):
             if not recounted:
                 # Allocations live in memory, summed from the recovered pod entries (`streams.core.ledger`).
                 log.info("ledger recovered: %d pods bound", ledger.recount())
@@ -93,7 +94,7 @@ def register(app: faust.App, topics: Any) -> None:
 
     @app.agent(topics.node_events, name="applier-nodes")
     async def node_events(stream: Any) -> None:
-        async for events in stream.take_events(BATCH, within=batch_window_s(topics.settings)):
+        async for events in take_batches(stream, BATCH, batch_window_s(topics.settings)):
             for event in events:
                 message = event.message
                 decoded = decode_message(topics, message)

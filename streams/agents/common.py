@@ -200,7 +200,7 @@ def _key_partition(key: Any, partitions: int | None) -> int:
 
 class _KeyPartitionedRocksDB(RocksDBStore):
     """Faust's RocksDB store files a key under the partition of the event being processed, and asserts there
-    is one; these tables are written from `take_events` batches, where there is none (the "don't write tables
+    is one; these tables are written from `take_batches` batches, where there is none (the "don't write tables
     from inside take" pitfall), and their changelog is partitioned by key. So keys are filed, found and
     deleted in the partition their changelog records go to, which is also where recovery puts them."""
 

@@ -14,6 +14,7 @@ import faust
 
 from schemas.events import DeadLetter
 from streams.agents.common import BATCH, batch_window_s, envelope_of, send_dead_letter, send_envelopes
+from streams.batching import take_batches
 from streams.core.sequencer import Envelope
 from streams.records import dead_letter
 
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def register(app: faust.App, topics: Any) -> None:
     async def forward(stream: Any) -> None:
-        async for events in stream.take_events(BATCH, within=batch_window_s(topics.settings)):
+        async for events in take_batches(stream, BATCH, batch_window_s(topics.settings)):
             envelopes: list[Envelope] = []
             messages: list[Any] = []
             for event in events:

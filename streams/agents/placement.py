@@ -22,6 +22,7 @@ from schemas.codec import encode
 from schemas.events import Binding, BindingResult, DeadLetter
 from schemas.exceptions import InvalidInput
 from streams.agents.common import BATCH, batch_window_s, node_partition, send, send_dead_letter
+from streams.batching import take_batches
 from streams.core.sequencer import (
     Envelope,
     Kind,
@@ -137,7 +138,7 @@ def register(app: faust.App, topics: Any) -> None:
 
     @app.agent(topics.sequencer, name="placement")
     async def placement(stream: Any) -> None:
-        async for events in stream.take_events(BATCH, within=batch_window_s(topics.settings)):
+        async for events in take_batches(stream, BATCH, batch_window_s(topics.settings)):
             for event in events:
                 message = event.message
                 current = owned.get(message.partition)

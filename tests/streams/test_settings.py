@@ -55,7 +55,12 @@ def test_the_broker_address_follows_the_documented_precedence(tmp_path, case, fi
         ("an unknown setting in a file names the file and the field", "partitionz: 3\n", {}, "partitionz"),
         ("a file that is not a mapping is refused", "- a\n- b\n", {}, "expected a mapping"),
         ("a topic prefix with spaces is refused", None, {"EYRIE_TOPIC_PREFIX": "a b"}, "topic_prefix"),
-        ("a batch window of zero is refused", None, {"EYRIE_BATCH_WINDOW_MS": "0"}, "EYRIE_BATCH_WINDOW_MS"),
+        (
+            "a negative batch window is refused",
+            None,
+            {"EYRIE_BATCH_WINDOW_MS": "-1"},
+            "EYRIE_BATCH_WINDOW_MS",
+        ),
     ],
 )
 def test_bad_settings_fail_with_one_line_naming_the_source(tmp_path, case, file, env, message):
@@ -72,8 +77,13 @@ def test_bad_settings_fail_with_one_line_naming_the_source(tmp_path, case, file,
 @pytest.mark.parametrize(
     ("case", "env", "expected_s"),
     [
-        ("by default agents gather a batch for 15 ms", {}, 0.015),
+        ("by default agents gather a batch for at most 15 ms", {}, 0.015),
         ("EYRIE_BATCH_WINDOW_MS sets the window", {"EYRIE_BATCH_WINDOW_MS": "40"}, 0.04),
+        (
+            "a window of 0 hands each batch over as soon as the agent is free",
+            {"EYRIE_BATCH_WINDOW_MS": "0"},
+            0.0,
+        ),
     ],
 )
 def test_the_agents_batch_window_comes_from_the_settings(case, env, expected_s):

@@ -1,0 +1,107 @@
+"""Batches for eyrie's agents that sleep until their first record (`take_batches`).
+
+faust-streaming's `Stream.take_events(max_, within)` wakes the agent every `within` whether or not anything
+came, and hands over what arrived on that clock: every idle agent of a worker (three forwarders, metrics,
+placement) paid a wake-up with its tasks `1 / within` times a second, and a record waited for the next tick
+at every hop, so the clock could not be short without costing CPU nor long without costing latency.
+`take_batches` sleeps until a record arrives, then gathers while records keep coming: it hands the batch
+over after a lull of `QUIET_S`, at `max_` records, or `within` after the first record. A backlog, whose
+records arrive back to back, makes large batches, up to the window (the costs paid per batch, a produce
+request, a sequencer record, acknowledgements, are shared); a lone record waits a millisecond.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from faust.streams import Stream
+from mode.utils.aiter import aiter
+from mode.utils.futures import notify
+
+__all__ = ["QUIET_S", "take_batches"]
+
+QUIET_S = 0.001
+"""A batch is handed over once no record has arrived for this long (or its window is over): records of a
+backlog arrive back to back and make large batches, a lone record waits only this long."""
+
+
+def take_batches(stream: Stream[Any], max_: int, within: float) -> AsyncGenerator[list[Any], None]:
+    """Batches of up to `max_` events of `stream`: sleeps until the first arrives, then hands the batch over
+    when it is full, when `QUIET_S` passed without a new record, or `within` seconds after its first record,
+    whichever comes first. Events are acknowledged once the batch's consumer asks for the next one, as by
+    `Stream.take_events` (whose buffering this follows)."""
+    batches = _take_batches(stream, max_, within)
+    stream._active_agens.add(batches)  # closed by the stream on stop, as Faust does for take_events
+    return batches
+
+
+async def _take_batches(stream: Any, max_: int, within: float) -> AsyncGenerator[list[Any], None]:
+    # `stream` untyped: mode's annotations take its own Event, where Faust's take_events passes asyncio's.
+    buffer: list[Any] = []
+    arrived = asyncio.Event()
+    full = asyncio.Event()
+    consumed = asyncio.Event()
+    consuming: asyncio.Future[None] | None = None
+
+    async def add_to_buffer(value: Any) -> Any:
+        nonlocal consuming
+        try:
+            if consuming is not None:  # the batch being consumed is not to change under its reader
+                try:
+                    await consuming
+                finally:
+                    consuming = None
+            event = stream.current_event
+            if event is None:
+                raise RuntimeError("Take buffer found current_event is None")
+            buffer.append(event)
+            arrived.set()
+            if len(buffer) >= max_:
+                full.set()
+                consumed.clear()
+                await stream.wait(consumed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            stream.log.exception("Error adding to take buffer: %r", exc)
+            await stream.crash(exc)
+        return value
+
+    enable_acks = stream.enable_acks
+    stream.enable_acks = False  # acknowledged below, once consumed
+    stream.add_processor(add_to_buffer)
+    stream._enable_passive(aiter(stream.channel))
+    loop = asyncio.get_running_loop()
+    try:
+        while not stream.should_stop:
+            if not buffer:
+                await stream.wait_for_stopped(arrived)
+            deadline = loop.time() + within
+            while buffer and len(buffer) < max_:
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                gathered = len(buffer)
+                await stream.wait_for_stopped(full, timeout=min(QUIET_S, left))
+                if len(buffer) == gathered:
+                    break  # a lull: what came is the batch
+            if not buffer:
+                arrived.clear()
+                continue
+            consuming = loop.create_future()
+            events = list(buffer)
+            try:
+                yield events
+            finally:
+                buffer.clear()
+                arrived.clear()
+                for event in events:
+                    await stream.ack(event)
+                notify(consuming)
+                full.clear()
+                consumed.set()
+    finally:
+        stream.enable_acks = enable_acks
+        stream._processors.remove(add_to_buffer)

@@ -1,0 +1,154 @@
+"""`streams.batching.take_batches`, through Faust's own agent test context (an in-memory channel, no
+broker). The agents run it against Kafka in every pipeline test."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import faust
+import pytest
+
+import streams.batching
+from streams.batching import take_batches
+
+# ------------------------------------------------------------------------------------------ builders
+
+_apps = itertools.count()
+QUIET_S = 0.02
+"""The lull used in these cases (`streams.batching.QUIET_S` is 1 ms): wide enough for a loaded machine."""
+WINDOW = 0.3
+WITHIN = 0.05
+
+
+@pytest.fixture(autouse=True)
+def wider_lull(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(streams.batching, "QUIET_S", QUIET_S)
+
+
+def batching_agent(max_: int, within: float = WITHIN) -> tuple[Any, list[tuple[list[Any], float]]]:
+    """An agent that records each batch `take_batches` hands it: (values, when)."""
+    app = faust.App(f"eyrie-test-batching-{next(_apps)}", store="memory://", autodiscover=False)
+    batches: list[tuple[list[Any], float]] = []
+
+    @app.agent(app.channel())
+    async def collect(stream: Any) -> None:
+        async for events in take_batches(stream, max_, within):
+            batches.append(([event.value for event in events], time.monotonic()))
+
+    return collect, batches
+
+
+# ------------------------------------------------------------------------------------------ the cases
+
+
+def test_full_batches_are_handed_over_at_once_and_a_lone_record_after_the_lull_not_the_window():
+    agent, batches = batching_agent(max_=3, within=WINDOW)
+
+    async def scenario() -> tuple[float, float]:
+        async with agent.test_context() as context:
+            started = time.monotonic()
+            for value in range(7):
+                await context.put(value)
+            await asyncio.sleep(4 * QUIET_S)
+            late = time.monotonic()
+            await context.put("late")
+            await asyncio.sleep(4 * QUIET_S)
+            return started, late
+
+    started, late = asyncio.run(scenario())
+    assert [values for values, _ in batches] == [[0, 1, 2], [3, 4, 5], [6], ["late"]]
+    full, _, rest, lone = (at for _, at in batches)
+    assert full - started < QUIET_S  # full: no wait
+    assert rest - started < WINDOW / 2
+    # The lone record waited for the lull from its own arrival, not for a clock that kept ticking while idle.
+    assert QUIET_S <= lone - late < WINDOW / 2
+
+
+def test_records_that_keep_coming_make_one_batch_until_they_stop_or_the_window_ends():
+    agent, batches = batching_agent(max_=1000, within=WINDOW)
+
+    async def scenario() -> float:
+        async with agent.test_context() as context:
+            started = time.monotonic()
+            for value in range(5):  # a trickle, faster than the lull
+                await context.put(value)
+                await asyncio.sleep(QUIET_S / 5)
+            await asyncio.sleep(2 * QUIET_S)
+            stream_started = time.monotonic()
+            sent = 0
+            while time.monotonic() - stream_started < 1.5 * WINDOW:  # longer than a window
+                await context.put(f"b{sent}")
+                sent += 1
+                await asyncio.sleep(QUIET_S / 5)
+            await asyncio.sleep(2 * WINDOW)
+            return started
+
+    asyncio.run(scenario())
+    trickle, *backlog = [values for values, _ in batches]
+    assert trickle == [0, 1, 2, 3, 4]
+    assert len(backlog) >= 2  # the window cut the longer stream
+    assert [v for values in backlog for v in values] == [f"b{i}" for i in range(sum(map(len, backlog)))]
+
+
+def test_with_no_window_a_record_is_handed_over_as_soon_as_the_agent_is_free():
+    agent, batches = batching_agent(max_=10, within=0.0)
+
+    async def scenario() -> float:
+        async with agent.test_context() as context:
+            sent = time.monotonic()
+            await context.put("alone")
+            await asyncio.sleep(WITHIN)
+            return sent
+
+    sent = asyncio.run(scenario())
+    assert [values for values, _ in batches] == [["alone"]]
+    assert batches[0][1] - sent < WITHIN
+
+
+def test_an_idle_agent_sleeps_instead_of_waking_every_within():
+    agent, batches = batching_agent(max_=10)
+    waits = 0
+
+    async def scenario() -> None:
+        nonlocal waits
+        async with agent.test_context() as context:
+            await context.put("first")
+            await asyncio.sleep(2 * WITHIN)
+            stream = next(iter(context._actors)).stream  # the stream take_batches reads
+            real = stream.wait_for_stopped
+
+            async def counted(*args: Any, **kwargs: Any) -> Any:
+                nonlocal waits
+                waits += 1
+                return await real(*args, **kwargs)
+
+            stream.wait_for_stopped = counted
+            await asyncio.sleep(10 * WITHIN)
+
+    asyncio.run(scenario())
+    assert [values for values, _ in batches] == [["first"]]
+    assert waits == 0  # Faust's take_events would have woken about ten times
+
+
+def test_every_event_of_a_batch_is_acknowledged_once_the_agent_asks_for_the_next():
+    app = faust.App(f"eyrie-test-batching-{next(_apps)}", store="memory://", autodiscover=False)
+    acked_before_next: list[list[bool]] = []
+
+    @app.agent(app.channel())
+    async def collect(stream: Any) -> None:
+        previous: list[Any] = []
+        async for events in take_batches(stream, 2, WITHIN):
+            acked_before_next.append([event.message.acked for event in previous])
+            previous = list(events)
+
+    async def scenario() -> None:
+        async with collect.test_context() as context:
+            for value in range(4):
+                await context.put(value)
+            await asyncio.sleep(2 * WITHIN)
+
+    asyncio.run(scenario())
+    assert acked_before_next == [[], [True, True]]
