@@ -33,7 +33,7 @@ from schemas.exceptions import BrokerError, InvalidInput
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
 from streams.core.ingress import is_watermark
-from streams.records import Decoded, decode_records
+from streams.records import ELEMENTS_PER_RECORD, RECORD_OVERHEAD, Decoded, decode_records, json_arrays
 from streams.security import client_security, consumer_limits, kafka_errors, producer_limits
 from streams.settings import Settings
 from streams.topics import ensure_topics
@@ -213,13 +213,16 @@ class EyrieClient:
         await self.send("metrics", sample.node, sample)
 
     async def publish_metrics(self, samples: Iterable[MetricSample]) -> None:
-        """Several samples, one record per node (a JSON array, in the given order): the cheap way to ship
-        a scrape, since every consumer pays per record."""
+        """Several samples, one record per node (a JSON array, in the given order), or as few as
+        ``max_message_bytes`` and `ELEMENTS_PER_RECORD` allow: the cheap way to ship a scrape, since every
+        consumer pays per record."""
         by_node: dict[str, list[bytes]] = {}
         for sample in samples:
             by_node.setdefault(sample.node, []).append(encode(sample))
+        limit = self.settings.max_message_bytes - RECORD_OVERHEAD
         for node, encoded in by_node.items():
-            await self.send("metrics", node, b"[" + b",".join(encoded) + b"]")
+            for record in json_arrays(encoded, limit, ELEMENTS_PER_RECORD):
+                await self.send("metrics", node, record)
 
     async def publish_documents(
         self, documents: Iterable[Document], on_sent: Callable[[], None] | None = None

@@ -19,11 +19,35 @@ __all__ = [
     "BATCHED_TOPICS",
     "ELEMENTS_PER_RECORD",
     "LETTERS_PER_RECORD",
+    "RECORD_OVERHEAD",
     "Decoded",
     "dead_letter",
     "decode_record",
     "decode_records",
+    "json_arrays",
 ]
+
+RECORD_OVERHEAD = 1024
+"""Bytes kept free under ``max_message_bytes`` for a record's key, headers and batch framing (aiokafka
+counts them against the limit too)."""
+
+
+def json_arrays(parts: list[bytes], limit: int, most: int | None = None) -> list[bytes]:
+    """JSON documents `parts`, in order, as JSON arrays of at most `limit` bytes and `most` elements each: as
+    few records as that allows, since Kafka and every consumer pay per record. A part too large for an array
+    of its own still gets one; the producer refuses it, and the caller says so."""
+    records: list[bytes] = []
+    chunk: list[bytes] = []
+    size = 2  # the brackets
+    for part in parts:
+        if chunk and (size + 1 + len(part) > limit or len(chunk) == most):
+            records.append(b"[" + b",".join(chunk) + b"]")
+            chunk, size = [], 2
+        size += len(part) + (1 if chunk else 0)
+        chunk.append(part)
+    if chunk:
+        records.append(b"[" + b",".join(chunk) + b"]")
+    return records
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from schemas.codec import encode
 from schemas.events import DeadLetter
 from streams.core.ingress import envelope_from_record, pack_envelopes
 from streams.core.sequencer import Envelope, Kind
-from streams.records import Decoded, decode_record, decode_records
+from streams.records import RECORD_OVERHEAD, Decoded, decode_record, decode_records
 from streams.settings import Settings
 
 __all__ = [
@@ -108,11 +108,6 @@ async def send(
     `Topic.send`, whose per-record bookkeeping cost more than placing the pod; Faust still flushes this
     producer before it commits offsets, so an output is never lost behind a committed input."""
     await topics.app.producer.send(topics.settings.topic(short_topic), key, value, partition, None, None)
-
-
-RECORD_OVERHEAD = 1024
-"""Bytes kept free under ``max_message_bytes`` for the record's key, headers and batch framing (aiokafka
-counts them against the limit too)."""
 
 
 async def send_envelopes(topics: Any, envelopes: Sequence[Envelope]) -> dict[int, str]:

@@ -25,7 +25,7 @@ from schemas.exceptions import EyrieError, InvalidInput
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
 from streams.core.sequencer import Envelope, Kind, Watermark, encode_envelope, encode_envelopes
-from streams.records import dead_letter, decode_record
+from streams.records import dead_letter, decode_record, json_arrays
 
 __all__ = [
     "CONTROL_HEADER",
@@ -251,10 +251,8 @@ def pack_envelopes(envelopes: Sequence[Envelope], limit: int) -> tuple[list[byte
         whole = encode_envelopes(envelopes)
         if len(whole) <= limit:
             return [whole], {}
-    records: list[bytes] = []
     refused: dict[int, str] = {}
     parts: list[bytes] = []
-    size = 2  # the brackets
     for index, envelope in enumerate(envelopes):
         try:
             part = encode_envelope(envelope)
@@ -264,11 +262,5 @@ def pack_envelopes(envelopes: Sequence[Envelope], limit: int) -> tuple[list[byte
         if len(part) + 2 > limit:
             refused[index] = f"{len(part):,} bytes once encoded for the sequencer: over {limit:,}"
             continue
-        if parts and size + 1 + len(part) > limit:
-            records.append(b"[" + b",".join(parts) + b"]")
-            parts, size = [], 2
-        size += len(part) + (1 if parts else 0)
         parts.append(part)
-    if parts:
-        records.append(b"[" + b",".join(parts) + b"]")
-    return records, refused
+    return json_arrays(parts, limit), refused

@@ -75,6 +75,21 @@ async def test_metric_samples_published_together_come_back_one_by_one_in_order(k
         assert [s for s in received if s.node == node] == [s for s in samples if s.node == node]
 
 
+async def test_a_scrape_too_large_for_one_record_travels_in_several_and_comes_back_whole_in_order(
+    kafka_bootstrap,
+):
+    settings = isolated_settings(kafka_bootstrap).model_copy(update={"max_message_bytes": 64 * 1024})
+    samples = [MetricSample(ts=float(t), node="n0", values={"cpu": t / 10}) for t in range(12_000)]
+    async with EyrieClient(settings) as client:
+        await client.publish_metrics(samples)  # ~0.6 MB and more elements than one record may carry
+        await client.flush()
+        received = [sample async for sample in client.events("metrics")]
+        records = [record async for record in client.records(["metrics"], raw=True)]
+    assert client.dead_letters == 0
+    assert received == samples
+    assert len(records) > 1
+
+
 async def test_garbage_and_invalid_records_become_dead_letters_and_the_consumer_goes_on(kafka_bootstrap):
     settings = isolated_settings(kafka_bootstrap)
     topic = settings.topic("pod-requests")

@@ -7,7 +7,7 @@ import pytest
 
 from schemas.codec import encode
 from schemas.events import MetricSample
-from streams.records import decode_record, decode_records
+from streams.records import decode_record, decode_records, json_arrays
 
 
 def sample(node: str, ts: float = 1.0, cpu: float = 0.5) -> MetricSample:
@@ -64,3 +64,35 @@ def test_a_truncated_array_is_one_dead_letter() -> None:
 def test_an_array_on_a_topic_that_carries_one_event_per_record_is_refused() -> None:
     (decoded,) = decode_records("pod-requests", 0, 1, b"a", b'[{"uid": "a"}]')
     assert decoded.dead_letter is not None
+
+
+@pytest.mark.parametrize(
+    ("case", "parts", "limit", "most", "expected"),
+    [
+        ("parts that fit together make one array", [b"1", b"22", b"333"], 100, None, [b"[1,22,333]"]),
+        (
+            "an array is cut before it would pass the byte limit",
+            [b"1", b"22", b"333"],
+            7,
+            None,
+            [b"[1,22]", b"[333]"],
+        ),
+        ("an array is cut at the element limit", [b"1", b"2", b"3"], 100, 2, [b"[1,2]", b"[3]"]),
+        (
+            "a part over the limit alone still gets its own array",
+            [b"1", b"55555", b"2"],
+            6,
+            None,
+            [b"[1]", b"[55555]", b"[2]"],
+        ),
+        ("nothing makes no array", [], 100, None, []),
+    ],
+)
+def test_json_arrays_pack_parts_in_order_into_as_few_arrays_as_the_limits_allow(
+    case: str, parts: list[bytes], limit: int, most: int | None, expected: list[bytes]
+) -> None:
+    arrays = json_arrays(parts, limit, most)
+    assert arrays == expected
+    assert [element for array in arrays for element in orjson.loads(array)] == [
+        orjson.loads(p) for p in parts
+    ]
