@@ -18,7 +18,6 @@ from streams.settings import Settings
 
 __all__ = [
     "BATCH",
-    "RECORD_OVERHEAD",
     "TableBytes",
     "batch_window_s",
     "bytes_table",
