@@ -70,9 +70,8 @@ def test_full_batches_are_handed_over_at_once_and_a_lone_record_after_the_lull_n
 def test_records_that_keep_coming_make_one_batch_until_they_stop_or_the_window_ends():
     agent, batches = batching_agent(max_=1000, within=WINDOW)
 
-    async def scenario() -> float:
+    async def scenario() -> None:
         async with agent.test_context() as context:
-            started = time.monotonic()
             for value in range(5):  # a trickle, faster than the lull
                 await context.put(value)
                 await asyncio.sleep(QUIET_S / 5)
@@ -84,7 +83,6 @@ def test_records_that_keep_coming_make_one_batch_until_they_stop_or_the_window_e
                 sent += 1
                 await asyncio.sleep(QUIET_S / 5)
             await asyncio.sleep(2 * WINDOW)
-            return started
 
     asyncio.run(scenario())
     trickle, *backlog = [values for values, _ in batches]
