@@ -68,7 +68,6 @@ def metric_scale(metric: str) -> float:
 
 _ALL_GAPS: Final = (True,) * len(PORTRAIT_METRICS)
 _HOURS: Final = np.arange(HOURS)
-_METRIC_INDEX: Final = np.arange(len(PORTRAIT_METRICS))
 
 _LOAD_CACHE: Final = 4096
 """Pod load estimates kept (a few KiB each): a cluster's live workloads, cold starts by request shape."""
@@ -148,20 +147,17 @@ class NodeUsage:
         self.base_mean = _metric_major((rows, HOURS, metrics))
         self.base_var = _metric_major((rows, HOURS, metrics))
         """Portrait plus pending pods: AssumePodOnNode's node side, per hour."""
-        self.cap_max = _metric_major((rows, metrics))
-        """max over hours of base μ + z·σ: an upper bound that lets the portrait filter skip most rows."""
-        self.peak = _metric_major((rows, metrics))
-        """max over hours of base μ (PeakReference)."""
-        self.below_peak = _metric_major((rows, metrics), fill=-np.inf)
-        """max of base μ over the hours before the (first) hour of `peak`, −inf when that is hour 0: with a
-        pod whose load is the same every hour, that hour stays the peak unless rounding ties an earlier
-        one."""
-        self.peak_var = _metric_major((rows, metrics))
-        """base σ² at the (first) hour of `peak`."""
+        self._cap_max = _metric_major((rows, metrics))
+        self._peak = _metric_major((rows, metrics))
+        self._below_peak = _metric_major((rows, metrics), fill=-np.inf)
+        self._peak_var = _metric_major((rows, metrics))
+        self._stale: set[int] = set()
+        """Rows whose `base_mean`/`base_var` changed since their bounds (`cap_max` …) were derived: derived
+        when first read, so a placement costs no bounds where no plugin reads them (the default profile)."""
         self.pending: dict[int, dict[str, PendingPod]] = {}
         self.workloads: dict[str, Portrait] = {}
         self._predicted: dict[Hashable, tuple[PredictCpu, FloatArray]] = {}
-        self._loads: dict[tuple[str, tuple[float | None, ...]], tuple[Portrait | None, PodLoad]] = {}
+        self._loads: dict[tuple[str | None, tuple[float | None, ...]], tuple[Portrait | None, PodLoad]] = {}
         self._portrait_gaps: dict[str, tuple[Portrait, tuple[bool, ...]]] = {}
         self._amounts: tuple[PodRequest | None, dict[tuple[str, ...], FloatArray]] = (None, {})
         self._last_load: tuple[PodRequest | None, Portrait | None, PodLoad] = (
@@ -197,9 +193,9 @@ class NodeUsage:
         self.portrait_var = grown(self.portrait_var)
         self.portrait_has = grown(self.portrait_has, False)
         self.seen = grown(self.seen, -np.inf)
-        for name in ("base_mean", "base_var", "cap_max", "peak", "below_peak", "peak_var"):
+        for name in ("base_mean", "base_var", "_cap_max", "_peak", "_below_peak", "_peak_var"):
             array = getattr(self, name)
-            fill = -np.inf if name == "below_peak" else 0.0
+            fill = -np.inf if name == "_below_peak" else 0.0
             result = _metric_major((rows, *array.shape[1:]), array.dtype.type, fill)
             result[:have] = array
             setattr(self, name, result)
@@ -296,8 +292,9 @@ class NodeUsage:
     def _pod_load(self, pod: PodRequest, workload: str, portrait: Portrait | None, at: float) -> PodLoad:
         requests = pod.effective_requests
         amounts = [requests.get(metric, 0) / metric_scale(metric) for metric in PORTRAIT_METRICS]
+        # Without a portrait the estimate is the request alone: pods of every workload share it by shape.
         key = (
-            workload,
+            workload if portrait is not None else None,
             tuple(a if gap else None for a, gap in zip(amounts, self._gaps(workload), strict=True)),
         )
         cached = self._loads.get(key)
@@ -345,11 +342,11 @@ class NodeUsage:
             # A pod placed after every hour's measurement (the usual case): no hour to pick.
             self.base_mean[row] += load.mean
             self.base_var[row] += load.var
-            self._bounds(row)
+            self._stale.add(row)
         elif hours.any():
             self.base_mean[row, hours] += load.mean[hours]
             self.base_var[row, hours] += load.var[hours]
-            self._bounds(row)
+            self._stale.add(row)
         self.snapshot.row_changed(row, PLACED)
 
     def on_forget(self, record: PodRecord) -> None:
@@ -404,16 +401,49 @@ class NodeUsage:
             sums[row] = predicted[key] + self.assumed_cpu_extra[row]
         self.base_mean[row] = mean
         self.base_var[row] = var
-        self._bounds(row)
+        self._stale.add(row)
         self.snapshot.row_changed(row, MEASURED)
 
-    def _bounds(self, row: int) -> None:
-        mean, var = self.base_mean[row], self.base_var[row]
-        self.cap_max[row] = (mean + self.z * np.sqrt(np.maximum(var, 0.0))).max(axis=0)
-        hour = mean.argmax(axis=0)
-        self.peak[row] = mean[hour, _METRIC_INDEX]
-        self.below_peak[row] = np.where(_HOURS[:, None] < hour, mean, -np.inf).max(axis=0)
-        self.peak_var[row] = var[hour, _METRIC_INDEX]
+    # ------------------------------------------------------------------ bounds, derived on read
+
+    @property
+    def cap_max(self) -> FloatArray:
+        """max over hours of base μ + z·σ: an upper bound that lets the portrait filter skip most rows."""
+        self._derive_bounds()
+        return self._cap_max  # type: ignore[no-any-return]
+
+    @property
+    def peak(self) -> FloatArray:
+        """max over hours of base μ (PeakReference)."""
+        self._derive_bounds()
+        return self._peak  # type: ignore[no-any-return]
+
+    @property
+    def below_peak(self) -> FloatArray:
+        """max of base μ over the hours before the (first) hour of `peak`, −inf when that is hour 0: with a
+        pod whose load is the same every hour, that hour stays the peak unless rounding ties an earlier
+        one."""
+        self._derive_bounds()
+        return self._below_peak  # type: ignore[no-any-return]
+
+    @property
+    def peak_var(self) -> FloatArray:
+        """base σ² at the (first) hour of `peak`."""
+        self._derive_bounds()
+        return self._peak_var  # type: ignore[no-any-return]
+
+    def _derive_bounds(self) -> None:
+        """The stale rows' bounds, all at once (the same elementwise arithmetic as one row at a time)."""
+        if not self._stale:
+            return
+        rows = np.fromiter(self._stale, dtype=np.intp, count=len(self._stale))
+        self._stale.clear()
+        mean, var = self.base_mean[rows], self.base_var[rows]
+        self._cap_max[rows] = (mean + self.z * np.sqrt(np.maximum(var, 0.0))).max(axis=1)
+        hour = mean.argmax(axis=1)[:, None, :]
+        self._peak[rows] = np.take_along_axis(mean, hour, axis=1)[:, 0, :]
+        self._below_peak[rows] = np.where(_HOURS[None, :, None] < hour, mean, -np.inf).max(axis=1)
+        self._peak_var[rows] = np.take_along_axis(var, hour, axis=1)[:, 0, :]
 
     def nbytes(self) -> int:
         arrays: list[npt.NDArray[np.generic]] = [
@@ -430,9 +460,9 @@ class NodeUsage:
             self.seen,
             self.base_mean,
             self.base_var,
-            self.cap_max,
-            self.peak,
-            self.below_peak,
-            self.peak_var,
+            self._cap_max,
+            self._peak,
+            self._below_peak,
+            self._peak_var,
         ]
         return sum(int(a.nbytes) for a in arrays) + sum(int(s.nbytes) for _, s in self._predicted.values())

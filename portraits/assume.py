@@ -45,7 +45,8 @@ def pod_load(
     """The pod's contribution: its workload portrait, with the cold-start rule (the request, σ = 0) for
     every cell the portrait has no data for. `requests` are in the portrait's units (cpu in cores)."""
     fallback = np.array([float(requests.get(metric, 0.0)) for metric in metrics])
-    mean = np.broadcast_to(fallback, (HOURS, len(metrics))).copy()
+    mean = np.empty((HOURS, len(metrics)))
+    mean[...] = fallback  # not `broadcast_to(...).copy()`: a cold start is placed per pod, and that is slower
     var = np.zeros((HOURS, len(metrics)))
     if portrait is not None:
         if tuple(portrait.metrics) != tuple(metrics):

@@ -12,14 +12,21 @@ With a wait of 200 ms the broker answers a fetch of quiet partitions soon, and t
 everything again. ``python -m bench.pipeline --nodes 5000 --pods 20000 --latency-share 0.5 --latency-rate
 400`` (10,000 pods at 400/s after 10,000 flat out): at 1,500 ms p50 4,148 and 122 ms, p99 5,050 and 1,704
 ms; at 200 ms p50 114 and 71 ms, p99 395 and 180 ms (README, "Pipeline benchmark").
+
+The consumer's fetch loop is Faust's with two changes (`_Consumer._drain_messages`): a record is handed to
+the streams without a task when it can be, and offsets a rebalance made it skip are read again rather than
+committed over.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Coroutine, Generator
 from typing import Any, cast
 
 import aiokafka
 import faust
+from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 
@@ -45,8 +52,147 @@ class EyrieApp(faust.App):
 
 
 class _Consumer(AIOKafkaConsumer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sought: set[Any] = set()
+        """Partitions sought (to their committed offsets, or back over skipped ones) with nothing handed
+        over since: their read offset is the next to read, not the last read."""
+
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def _drain_messages(self, fetcher: Any) -> None:
+        """Faust 0.15's fetch loop (`faust.transport.consumer.Consumer._drain_messages`), with two changes.
+
+        - **A record is handed to the streams without a task when the hand-over does not wait.** Faust hands
+          each one over as ``wait_first(deliver(record), suspend_flow.wait())``: four tasks and an
+          `asyncio.wait` per record (about 30 µs), so that a hand-over that blocks (flow suspended for a
+          rebalance, a full producer buffer) is abandoned when flow stops. Almost none blocks, so it is
+          stepped here first, and only one that waits goes on, from where it stopped, raced as Faust races it.
+        - **Skipped offsets are read again, not committed over.** Faust takes a jump in a partition's
+          offsets for a gap (compaction, transaction markers) and counts the missing offsets as processed.
+          eyrie's input topics have neither, and a jump there means records the consumer fetched and never
+          handed over: a rebalance ended a fetch's hand-over halfway and Faust's seek back to the committed
+          offsets failed ("No current assignment"), so the next fetch went on from where the last one had
+          stopped. Counting those as processed let the commit pass them, and a worker that took the
+          partition over never saw them: pods that were never forwarded, releases never sent (the
+          two-workers fault test hung on this). The partition is sought back to the first missing offset
+          instead, and a jump seen again from the same offset (records that are really gone: retention) is a
+          gap, as Faust has it.
+        """
+        callback = self.callback
+        getmany = self.getmany
+        consumer_should_stop = cast(Any, self)._stopped.is_set
+        fetcher_should_stop = fetcher._stopped.is_set
+        get_read_offset = self._read_offset.__getitem__
+        set_read_offset = self._read_offset.__setitem__
+        set_flag = self.diag.set_flag
+        unset_flag = self.diag.unset_flag
+        commit_every = self._commit_every
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        reread_from: dict[Any, int] = {}  # per partition, the offset last sought back to
+        yield_every = 100
+        since_yield = 0
+        try:
+            while not (consumer_should_stop() or fetcher_should_stop()):
+                set_flag(CONSUMER_FETCHING)
+                records = cast(AsyncIterator[Any], getmany(timeout=1.0))
+                await self.sleep(0)  # getmany may return at once, again and again
+                if self.should_stop:
+                    continue
+                sought: set[Any] = set()
+                async for tp, message in records:
+                    since_yield += 1
+                    if since_yield > yield_every:
+                        await asyncio.sleep(0)
+                        since_yield = 0
+                    if tp in sought:
+                        continue  # fetched past the offsets being read again: it comes back after them
+                    offset = message.offset
+                    r_offset = get_read_offset(tp)
+                    if r_offset is not None and offset < r_offset:
+                        continue  # already handed over (Faust logs these as dropped)
+                    if r_offset is not None and acks_enabled_for(message.topic):
+                        # The read offset is the next to read right after a seek, else the last handed over.
+                        expected = r_offset if tp in self._sought else r_offset + 1
+                        if offset > expected:
+                            if reread_from.get(tp) != expected:
+                                reread_from[tp] = expected
+                                sought.add(tp)
+                                self.log.warning(
+                                    "%s skipped offsets %d-%d: reading them again", tp, expected, offset - 1
+                                )
+                                await self.seek(tp, expected)
+                                continue
+                            await self._add_gap(tp, expected, offset - 1)
+                    if commit_every is not None and self._n_acked >= commit_every:
+                        self._n_acked = 0
+                        await self.commit()
+                    await self._hand_over(callback(message))
+                    set_read_offset(tp, offset)
+                    self._sought.discard(tp)
+                unset_flag(CONSUMER_FETCHING)
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                self.log.info("Broker stopped consumer, shutting down...")
+                return
+            raise
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                self.log.info("Consumer shutting down for user cancel.")
+                return
+            raise
+        except Exception as exc:
+            self.log.exception("Drain messages raised: %r", exc)
+            raise
+        finally:
+            unset_flag(CONSUMER_FETCHING)
+
+    async def perform_seek(self) -> None:
+        await super().perform_seek()
+        self._sought.update(self._read_offset)
+
+    async def seek(self, partition: Any, offset: int) -> None:
+        await super().seek(partition, offset)
+        self._sought.add(partition)
+
+    async def _hand_over(self, delivery: Any) -> None:
+        try:
+            waiting_on = delivery.send(None)
+        except StopIteration:
+            return  # handed over without waiting: the usual case
+        await self.wait_first(_Started(delivery, waiting_on), self.suspend_flow.wait())
+
+
+class _Started:
+    """A coroutine stepped by hand until it waited on `waiting_on`, to be finished by a task: the task is
+    handed what the coroutine waits on, and the coroutine what the task sends or throws (a result, a
+    cancellation), exactly as if the task had stepped it from the start."""
+
+    __slots__ = ("_coroutine", "_waiting_on")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any], waiting_on: Any) -> None:
+        self._coroutine = coroutine
+        self._waiting_on = waiting_on
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, waiting_on = self._coroutine, self._waiting_on
+        while True:
+            try:
+                answer = yield waiting_on
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as exc:  # a cancellation, passed on as the task would
+                try:
+                    waiting_on = coroutine.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    waiting_on = coroutine.send(answer)
+                except StopIteration as done:
+                    return done.value
 
 
 class _ConsumerThread(AIOKafkaConsumerThread):
@@ -55,3 +201,16 @@ class _ConsumerThread(AIOKafkaConsumerThread):
         # Read by aiokafka when the consumer starts and builds its fetcher; Faust passes no other value.
         consumer._fetch_max_wait_ms = cast(EyrieApp, self.app).fetch_max_wait_ms
         return consumer
+
+    async def getmany(self, active_partitions: Any, timeout: float) -> Any:
+        """What Faust's `getmany` does, minus its method queue: the fetch runs on the consumer thread's loop
+        and its records come back through one future, rather than through a queue, an event and a worker
+        task on each side (at a few hundred records a second, most fetches return one or two)."""
+        consumer = self._ensure_consumer()
+        fetched = asyncio.run_coroutine_threadsafe(
+            self._fetch_records(
+                consumer, active_partitions, timeout=timeout, max_records=consumer._max_poll_records
+            ),
+            self.thread_loop,
+        )
+        return await asyncio.wrap_future(fetched, loop=self.parent_loop)

@@ -573,3 +573,73 @@ def test_a_pod_with_the_same_load_every_hour_keeps_the_first_peak_hour_after_rou
     result = explain(nodes, {"requests": {"cpu": "3"}}, profile)
     # At hour 0 the tie node scores Φ(1.6) against the plain node's Φ(6.5); at hour 1 it would score Φ(8).
     assert result.scores["ResourceBalanceOnPortrait"] == {"tie": 0, "plain": 100}
+
+
+def _bounds_row_by_row(usage: NodeUsage) -> list[list[list[float]]]:
+    """cap_max, peak, below_peak and peak_var derived from base μ and σ² one row at a time, as SPEC 3.2 puts
+    them: the reference for the bounds `NodeUsage` derives for all stale rows at once, when first read."""
+    rows: list[list[list[float]]] = []
+    hour_index = np.arange(HOURS)[:, None]
+    for row in range(len(usage.base_mean)):
+        mean, var = np.array(usage.base_mean[row]), np.array(usage.base_var[row])
+        hour = mean.argmax(axis=0)
+        columns = np.arange(mean.shape[1])
+        rows.append(
+            [
+                (mean + usage.z * np.sqrt(np.maximum(var, 0.0))).max(axis=0).tolist(),
+                mean[hour, columns].tolist(),
+                np.where(hour_index < hour, mean, -np.inf).max(axis=0).tolist(),
+                var[hour, columns].tolist(),
+            ]
+        )
+    return rows
+
+
+def _bounds_read(usage: NodeUsage) -> list[list[list[float]]]:
+    arrays = (usage.cap_max, usage.peak, usage.below_peak, usage.peak_var)
+    return [[array[row].tolist() for array in arrays] for row in range(len(usage.base_mean))]
+
+
+def test_bounds_derived_when_read_equal_bounds_derived_row_by_row_after_placements_and_measurements() -> None:
+    rng = np.random.default_rng(3)
+    scheduler = Scheduler(ProfileSet.builtin())
+    names = [f"n{i}" for i in range(6)]
+    for name in names:
+        scheduler.upsert_node(_spec(rng, name))
+    snapshot = scheduler.snapshot
+    usage = snapshot.usage
+    usage.set_workload_portrait("web", _portrait(rng, np.array([0.8, 2e9, 1e7, 1e9, 0.5, 0.5]), gaps=True))
+    for step in range(40):
+        now = float(step)
+        if step % 5 == 4:
+            _measure(usage, rng, snapshot.row_of(names[step % len(names)]), 8.0, now)
+        else:
+            pod = PodRequest.model_validate(
+                {
+                    "uid": f"p{step}",
+                    "workload": "web" if step % 2 else None,
+                    "requests": {"cpu": f"{int(rng.integers(100, 900))}m", "memory": GIB},
+                }
+            )
+            snapshot.assume(snapshot.pod_info(pod), step % len(names), at=now)
+        if step % 3 == 0:  # read now and then: some rows go stale twice before a read, some once
+            assert _bounds_read(usage) == _bounds_row_by_row(usage), step
+    scheduler.upsert_node(_spec(rng, "grown"))  # a new row: the arrays grow with stale rows pending
+    assert _bounds_read(usage) == _bounds_row_by_row(usage)
+
+
+def test_pods_of_workloads_without_a_portrait_share_the_cold_start_estimate_of_their_request() -> None:
+    scheduler = Scheduler(ProfileSet.builtin())
+    scheduler.upsert_node(NodeSpec.model_validate(node("n0")))
+    usage = scheduler.snapshot.usage
+    usage.set_workload_portrait("web", _portrait(np.random.default_rng(1), np.ones(len(PORTRAIT_METRICS))))
+
+    def load_of(uid: str, workload: str | None, cpu: str) -> Any:
+        pod = PodRequest.model_validate({"uid": uid, "workload": workload, "requests": {"cpu": cpu}})
+        return usage.pod_load(pod, 0.0).mean
+
+    cold = load_of("a", None, "500m")
+    assert load_of("b", "batch", "500m") is cold  # another workload, no portrait, the same request
+    assert load_of("c", None, "700m") is not cold
+    assert load_of("d", "web", "500m") is not cold  # a portrait of its own
+    assert cold.tolist() == [[0.5, 0.0, 0.0, 0.0, 0.0, 0.0]] * HOURS
