@@ -452,6 +452,20 @@ def _measure(usage: NodeUsage, rng: np.random.Generator, row: int, cores: float,
     usage.set_node_portrait(row, _portrait(rng, level, gaps=rng.random() < 0.3), seen=np.full(HOURS, now))
 
 
+def _cluster(
+    rng: np.random.Generator, nodes: int, workloads: tuple[str, ...], gaps: bool = False
+) -> tuple[Scheduler, list[str]]:
+    """The built-in profiles on `nodes` random nodes, with a portrait for each of `workloads`."""
+    scheduler = Scheduler(ProfileSet.builtin())
+    names = [f"n{i}" for i in range(nodes)]
+    for name in names:
+        scheduler.upsert_node(_spec(rng, name))
+    for workload in workloads:
+        level = np.array([0.8, 2e9, 1e7, 1e9, 0.5, 0.5])
+        scheduler.snapshot.usage.set_workload_portrait(workload, _portrait(rng, level, gaps=gaps))
+    return scheduler, names
+
+
 def _outputs(profile: Profile, snapshot: Snapshot, pod: PodRequest, now: float) -> list[Any]:
     """Every filter's mask and every scorer's scores for the pod, on every row."""
     info = snapshot.pod_info(pod)
@@ -478,14 +492,9 @@ def test_plugins_that_keep_per_row_values_score_as_fresh_ones_after_every_kind_o
     if few_rows is not None:  # changed rows derived as arrays, never one by one on scalars
         monkeypatch.setattr(policies.plugins.loadaware.common, "_FEW_ROWS", few_rows)
     rng = np.random.default_rng(11)
-    scheduler = Scheduler(ProfileSet.builtin())
-    names = [f"n{i}" for i in range(12)]
-    for name in names:
-        scheduler.upsert_node(_spec(rng, name))
+    scheduler, names = _cluster(rng, 12, ("web", "db"))
     snapshot = scheduler.snapshot
     usage = snapshot.usage
-    for workload in ("web", "db"):
-        usage.set_workload_portrait(workload, _portrait(rng, np.array([0.8, 2e9, 1e7, 1e9, 0.5, 0.5])))
     for name in names:
         _measure(usage, rng, snapshot.row_of(name), 8.0, 0.0)
     probes = [
@@ -602,13 +611,9 @@ def _bounds_read(usage: NodeUsage) -> list[list[list[float]]]:
 
 def test_bounds_derived_when_read_equal_bounds_derived_row_by_row_after_placements_and_measurements() -> None:
     rng = np.random.default_rng(3)
-    scheduler = Scheduler(ProfileSet.builtin())
-    names = [f"n{i}" for i in range(6)]
-    for name in names:
-        scheduler.upsert_node(_spec(rng, name))
+    scheduler, names = _cluster(rng, 6, ("web",), gaps=True)
     snapshot = scheduler.snapshot
     usage = snapshot.usage
-    usage.set_workload_portrait("web", _portrait(rng, np.array([0.8, 2e9, 1e7, 1e9, 0.5, 0.5]), gaps=True))
     for step in range(40):
         now = float(step)
         if step % 5 == 4:
