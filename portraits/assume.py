@@ -46,7 +46,7 @@ def pod_load(
     every cell the portrait has no data for. `requests` are in the portrait's units (cpu in cores)."""
     fallback = np.array([float(requests.get(metric, 0.0)) for metric in metrics])
     mean = np.empty((HOURS, len(metrics)))
-    mean[...] = fallback  # not `broadcast_to(...).copy()`: a cold start is placed per pod, and that is slower
+    mean[...] = fallback  # not `broadcast_to(...).copy()`, built in Python: every cold start pays it
     var = np.zeros((HOURS, len(metrics)))
     if portrait is not None:
         if tuple(portrait.metrics) != tuple(metrics):
