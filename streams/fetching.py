@@ -13,15 +13,14 @@ everything again. ``python -m bench.pipeline --nodes 5000 --pods 20000 --latency
 400`` (10,000 pods at 400/s after 10,000 flat out): at 1,500 ms p50 4,148 and 122 ms, p99 5,050 and 1,704
 ms; at 200 ms p50 114 and 71 ms, p99 395 and 180 ms (README, "Pipeline benchmark").
 
-The consumer's fetch loop is Faust's with two changes (`_Consumer._drain_messages`): a record is handed to
-the streams without a task when it can be, and offsets a rebalance made it skip are read again rather than
-committed over.
+The consumer's fetch loop is Faust's with one change (`_Consumer._drain_messages`): offsets a rebalance made
+it skip are read again rather than committed over.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine, Generator
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import aiokafka
@@ -62,23 +61,15 @@ class _Consumer(AIOKafkaConsumer):
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def _drain_messages(self, fetcher: Any) -> None:
-        """Faust 0.15's fetch loop (`faust.transport.consumer.Consumer._drain_messages`), with two changes.
-
-        - **A record is handed to the streams without a task when the hand-over does not wait.** Faust hands
-          each one over as ``wait_first(deliver(record), suspend_flow.wait())``: four tasks and an
-          `asyncio.wait` per record (about 30 µs), so that a hand-over that blocks (flow suspended for a
-          rebalance, a full producer buffer) is abandoned when flow stops. Almost none blocks, so it is
-          stepped here first, and only one that waits goes on, from where it stopped, raced as Faust races it.
-        - **Skipped offsets are read again, not committed over.** Faust takes a jump in a partition's
-          offsets for a gap (compaction, transaction markers) and counts the missing offsets as processed.
-          eyrie's input topics have neither, and a jump there means records the consumer fetched and never
-          handed over: a rebalance ended a fetch's hand-over halfway and Faust's seek back to the committed
-          offsets failed ("No current assignment"), so the next fetch went on from where the last one had
-          stopped. Counting those as processed let the commit pass them, and a worker that took the
-          partition over never saw them: pods that were never forwarded, releases never sent (the
-          two-workers fault test hung on this). The partition is sought back to the first missing offset
-          instead, and a jump seen again from the same offset (records that are really gone: retention) is a
-          gap, as Faust has it.
+        """Faust 0.15's fetch loop (`faust.transport.consumer.Consumer._drain_messages`), with one change:
+        skipped offsets are read again, not committed over. Faust takes a jump in a partition's offsets for a
+        gap (compaction, transaction markers) and counts the missing offsets as processed. eyrie's input
+        topics have neither, and a jump there means records the consumer fetched and never handed over: a
+        rebalance ended a fetch's hand-over halfway and Faust's seek back to the committed offsets failed ("No
+        current assignment"), so the next fetch went on from where the last one had stopped. Counting those as
+        processed let the commit pass them, and a worker that took the partition over never saw them. The
+        partition is sought back to the first missing offset instead, and a jump seen again from the same
+        offset (records that are really gone: retention) is a gap, as Faust has it.
         """
         callback = self.callback
         getmany = self.getmany
@@ -128,7 +119,7 @@ class _Consumer(AIOKafkaConsumer):
                     if commit_every is not None and self._n_acked >= commit_every:
                         self._n_acked = 0
                         await self.commit()
-                    await self._hand_over(callback(message))
+                    await self.wait_first(callback(message), self.suspend_flow.wait())
                     set_read_offset(tp, offset)
                     self._sought.discard(tp)
                 unset_flag(CONSUMER_FETCHING)
@@ -155,44 +146,6 @@ class _Consumer(AIOKafkaConsumer):
     async def seek(self, partition: Any, offset: int) -> None:
         await super().seek(partition, offset)
         self._sought.add(partition)
-
-    async def _hand_over(self, delivery: Any) -> None:
-        try:
-            waiting_on = delivery.send(None)
-        except StopIteration:
-            return  # handed over without waiting: the usual case
-        await self.wait_first(_Started(delivery, waiting_on), self.suspend_flow.wait())
-
-
-class _Started:
-    """A coroutine stepped by hand until it waited on `waiting_on`, to be finished by a task: the task is
-    handed what the coroutine waits on, and the coroutine what the task sends or throws (a result, a
-    cancellation), exactly as if the task had stepped it from the start."""
-
-    __slots__ = ("_coroutine", "_waiting_on")
-
-    def __init__(self, coroutine: Coroutine[Any, Any, Any], waiting_on: Any) -> None:
-        self._coroutine = coroutine
-        self._waiting_on = waiting_on
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, waiting_on = self._coroutine, self._waiting_on
-        while True:
-            try:
-                answer = yield waiting_on
-            except GeneratorExit:
-                coroutine.close()
-                raise
-            except BaseException as exc:  # a cancellation, passed on as the task would
-                try:
-                    waiting_on = coroutine.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    waiting_on = coroutine.send(answer)
-                except StopIteration as done:
-                    return done.value
 
 
 class _ConsumerThread(AIOKafkaConsumerThread):

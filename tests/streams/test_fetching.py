@@ -1,5 +1,4 @@
-"""A worker's Kafka consumer waits `fetch_max_wait_ms` for a fetch, not Faust's 1,500 ms, and hands records
-to the streams without a task when the delivery does not wait."""
+"""A worker's Kafka consumer waits `fetch_max_wait_ms` for a fetch, not Faust's 1,500 ms."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import faust
 import pytest
 
 from streams.app import create_app
-from streams.fetching import _Started
 from streams.settings import load_settings
 
 # ------------------------------------------------------------------------------------------- builders
@@ -27,15 +25,6 @@ def worker_app(tmp_path: Path, bootstrap: str = "127.0.0.1:9092", **values: Any)
 def kafka_consumer_of(app: faust.App) -> Any:
     """The aiokafka consumer Faust's consumer thread would start for this worker (not started here)."""
     return app.consumer._thread._create_worker_consumer(app.transport)
-
-
-async def delivery(log: list[Any], gate: asyncio.Future[Any] | None) -> str:
-    """What Faust's fetch loop hands over for a record: a delivery that waits on `gate` (when given)."""
-    log.append("started")
-    if gate is not None:
-        log.append(("gate", await gate))
-    log.append("delivered")
-    return "ok"
 
 
 # ---------------------------------------------------------------------------------------------- tests
@@ -78,80 +67,3 @@ def test_the_started_consumer_fetches_with_that_wait(kafka_bootstrap: str, tmp_p
             await consumer.stop()
 
     assert asyncio.run(started_wait()) == 45
-
-
-def test_a_delivery_that_does_not_wait_is_done_in_the_call_without_a_task(tmp_path: Path) -> None:
-    async def scenario() -> tuple[list[Any], int]:
-        app = worker_app(tmp_path)
-        log: list[Any] = []
-        tasks_before = len(asyncio.all_tasks())
-        await app.consumer._hand_over(delivery(log, None))
-        return log, len(asyncio.all_tasks()) - tasks_before
-
-    log, new_tasks = asyncio.run(scenario())
-    assert log == ["started", "delivered"]
-    assert new_tasks == 0
-
-
-@pytest.mark.parametrize(
-    ("case", "suspend_flow", "expected_log"),
-    [
-        (
-            "a delivery that waits goes on from where it stopped once its wait ends",
-            False,
-            ["started", ("gate", 7), "delivered"],
-        ),
-        (
-            "a delivery that waits is abandoned when flow is suspended first, as Faust abandons it",
-            True,
-            ["started"],
-        ),
-    ],
-)
-def test_a_delivery_that_waits_races_the_suspension_of_flow(
-    case: str, suspend_flow: bool, expected_log: list[Any], tmp_path: Path
-) -> None:
-    async def scenario() -> list[Any]:
-        app = worker_app(tmp_path)
-        log: list[Any] = []
-        gate: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        call = asyncio.ensure_future(app.consumer._hand_over(delivery(log, gate)))
-        await asyncio.sleep(0.01)
-        if suspend_flow:
-            app.consumer.suspend_flow.set()
-        else:
-            gate.set_result(7)
-        await asyncio.wait_for(call, 1.0)
-        await asyncio.sleep(0.01)
-        if not gate.done():
-            gate.set_result(7)  # too late: the abandoned delivery must not go on
-            await asyncio.sleep(0.01)
-        return log
-
-    assert asyncio.run(scenario()) == expected_log
-
-
-def test_a_started_coroutine_finished_by_a_task_gets_its_results_and_its_cancellation() -> None:
-    async def body(gate: asyncio.Future[int], log: list[Any]) -> None:
-        await asyncio.sleep(0)  # a bare yield: the task steps it again
-        log.append(("gate", await gate))
-        try:
-            await asyncio.sleep(10)
-        except asyncio.CancelledError:
-            log.append("cancelled")
-            raise
-
-    async def scenario() -> list[Any]:
-        log: list[Any] = []
-        gate: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        coroutine = body(gate, log)
-        task = asyncio.ensure_future(_Started(coroutine, coroutine.send(None)))
-        await asyncio.sleep(0.01)
-        gate.set_result(5)
-        await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        return log
-
-    assert asyncio.run(scenario()) == [("gate", 5), "cancelled"]
