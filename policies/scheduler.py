@@ -226,7 +226,8 @@ class Scheduler:
 
     def remove_node(self, name: str, now: float) -> list[Outcome]:
         for uid in self.snapshot.remove_node(name):
-            # The pod lost its node; it needs a new one.
+            # The pod lost its node. Whether it is placed again is its owner's call (`requeue`): a shard
+            # requeues single pods, the two-level placer replaces replicas under new uids.
             self._waiting.pop(uid, None)
             self._notify("on_pod_deleted", uid)
         self._cluster_changed()
@@ -273,15 +274,16 @@ class Scheduler:
         """The applier committed the binding."""
         self.snapshot.bind(uid)
 
-    def adopt(self, pod: PodRequest, row: int, now: float) -> list[Outcome]:
+    def adopt(self, pod: PodRequest, row: int, now: float, attempt: int = 0) -> list[Outcome]:
         """The applier holds the pod on `row`, committed from an earlier binding of it (a duplicate
         delivered after a crash can be answered after a later attempt was made). Placement follows it,
         bound, dropping whatever it assumed or queued for the pod since: otherwise that node would look
-        roomier here than it is, and every pod sent there would come back as a conflict."""
+        roomier here than it is, and every pod sent there would come back as a conflict. `attempt` is the
+        latest binding number sent for the pod (the one the applier held is no later)."""
         self._now = now
         self._drop_pending(pod.uid, reason="bound on another node")
         self.snapshot.forget(pod.uid)
-        self.snapshot.assume(self.snapshot.pod_info(pod), row, bound=True, at=now)
+        self.snapshot.assume(self.snapshot.pod_info(pod), row, bound=True, at=now, attempt=attempt)
         self._cluster_changed()
         return self._drain()
 
@@ -294,8 +296,12 @@ class Scheduler:
         if wait is not None:
             self._unreserve(wait.queued, wait.profile, wait.row, reason=reason)
 
-    def conflict(self, pod: PodRequest, now: float, attempt: int) -> list[Outcome]:
-        """The applier refused binding number `attempt`: forget the assumption and queue the pod again."""
+    def requeue(
+        self, pod: PodRequest, now: float, attempt: int, *, after_backoff: bool = False
+    ) -> list[Outcome]:
+        """Queue the pod again as binding number `attempt` + 1, forgetting where it was assumed: the
+        applier refused binding `attempt` (a conflict), or the pod lost its node. With `after_backoff`, it
+        waits out its backoff first, and is then tried whether or not the cluster changed."""
         self._now = now
         if self.snapshot.forget(pod.uid) is not None:
             self._cluster_changed()
@@ -303,6 +309,8 @@ class Scheduler:
         queued = self._queue.get(pod.uid)
         if queued is not None:
             queued.attempt = attempt + 1
+            if after_backoff:
+                self._back_off(queued, moved=True)
         return self._drain()
 
     # ---------------------------------------------------------------------------------- running
@@ -434,7 +442,7 @@ class Scheduler:
             return self._explanation(pod, nodes, rejection, per_plugin, total, row)
 
         # Reserve: assume the pod on the node at once, so the next cycle sees it (the assume cache).
-        snapshot.assume(info, row, at=now)
+        snapshot.assume(info, row, at=now, attempt=queued.attempt)
         for reserve in profile.reserve:
             status = reserve.reserve(ctx, row)
             if not status.ok:
@@ -536,7 +544,7 @@ class Scheduler:
     ) -> None:
         """Reserve and Permit for a pod the batch put on `row`, as the end of `_cycle` does."""
         pod = queued.pod
-        self.snapshot.assume(ctx.info, row, at=now)
+        self.snapshot.assume(ctx.info, row, at=now, attempt=queued.attempt)
         for reserve in profile.reserve:
             status = reserve.reserve(ctx, row)
             if not status.ok:
@@ -631,11 +639,17 @@ class Scheduler:
             Unschedulable(queued.pod.uid, tuple(reasons), profile.name, queued.attempt, message)
         )
         # Back off exponentially, and retry when the cluster changes (or after the flush interval).
-        backoff = min(self.backoff_max_s, self.backoff_initial_s * 2 ** min(queued.attempt, 16))
         queued.attempt += 1
+        self._back_off(queued, moved=False, retry_at=retry_at)
+        return None
+
+    def _back_off(self, queued: _Queued, *, moved: bool, retry_at: float | None = None) -> None:
+        """Park the pod, whose attempt just failed, until its backoff (exponential in the attempts made) is
+        over; then it is tried again if `moved`, or once the cluster changed since now."""
+        backoff = min(self.backoff_max_s, self.backoff_initial_s * 2 ** min(queued.attempt - 1, 16))
         queued.backoff_until = self._now + backoff
         queued.unschedulable_since = self._now
-        queued.moved = False
+        queued.moved = moved
         if retry_at is not None:
             # Time alone lifts this rejection: retry then, whether or not the cluster changes.
             queued.backoff_until = max(queued.backoff_until, retry_at)
@@ -643,7 +657,6 @@ class Scheduler:
         queued.failed_change = self._changes
         self._unschedulable[queued.pod.uid] = queued
         heapq.heappush(self._backoffs, (queued.backoff_until, queued.arrival, queued.pod.uid))
-        return None
 
     def _unreserve(self, queued: _Queued, profile: Profile, row: int, *, reason: str) -> None:
         ctx = CycleContext(

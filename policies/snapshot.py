@@ -130,6 +130,8 @@ class PodRecord:
     ports: tuple[tuple[str, int, str], ...] = ()
     at: float = -math.inf
     """When it was placed; -inf for pods there before any measurement (the measured load covers them)."""
+    attempt: int = 0
+    """The binding number that put it here: placed again after losing its node, it takes a later one."""
 
 
 @dataclass(slots=True)
@@ -581,7 +583,9 @@ class Snapshot:
         self.version[row] += 1
         self.row_changed(row, PODS)
 
-    def assume(self, info: PodInfo, row: int, *, bound: bool = False, at: float = -math.inf) -> PodRecord:
+    def assume(
+        self, info: PodInfo, row: int, *, bound: bool = False, at: float = -math.inf, attempt: int = 0
+    ) -> PodRecord:
         """Account the pod on `row` at once (kube-scheduler's assume cache); `bind` confirms it later. `at`
         is the placement time (measured load catches up with the pod after it)."""
         uid = info.pod.uid
@@ -592,7 +596,7 @@ class Snapshot:
         if not self.live[row]:
             raise InvalidInput(f"row {row} is not a live node", field="node")
         ports = tuple((p.protocol, p.port, p.host_ip) for p in info.pod.host_ports)
-        record = PodRecord(info=info, row=row, bound=bound, ports=ports, at=at)
+        record = PodRecord(info=info, row=row, bound=bound, ports=ports, at=at, attempt=attempt)
         self._account(record, +1)
         self.pods[uid] = record
         self.pods_on_row[row].add(uid)

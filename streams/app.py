@@ -24,13 +24,17 @@ __all__ = ["Topics", "app_id", "create_app", "run_app"]
 
 ROLES = ("worker", "applier")
 
-GC_THRESHOLDS = (100_000, 50, 1_000)
+GC_THRESHOLDS = (10_000, 2, 1_000)
 """Python's collector thresholds in a worker or an applier (the defaults are 700, 10, 10). Their heaps hold
-a cluster's worth of long-lived objects (node specs, portraits, queued and assumed pods), and the default
-thresholds walked all of it every few thousand allocations; decoding a batch of pods allocates that many.
-Measured with `bench.pipeline` (5,000 nodes, two back-to-back runs, this setting the only difference): 643
-→ 733 pods/s end to end, and p99 at half rate from 485 to 265 ms. Reference cycles are still collected,
-less often."""
+a cluster's worth of long-lived objects (node specs, portraits, queued and assumed pods), and the defaults
+walked all of it (a full collection) every few thousand allocations; decoding a batch of pods allocates that
+many. The first two thresholds set how long a pause is: a young collection walks every tracked object that
+survived since the last one, and each placed pod keeps about 28 (its request, snapshot records, loads). At
+100,000 / 50, at 500 pods/s, the worker stopped 55-75 ms every 7.7 s for generation 0, and generation 1
+would have walked up to 5 million objects at once; at 10,000 / 2 its pauses are 12-33 ms every 3 s (both
+measured with a `gc.callbacks` timer in `bench.pipeline`'s latency phase). Each object is walked once per
+young generation either way, so the total is the same. Full collections still wait for 1,000 of
+generation 1's, and for the heap to have grown by a quarter."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +142,14 @@ def create_app(settings: Settings, role: str = "worker", *, web_port: int | None
     return app
 
 
+class _Worker(faust.Worker):
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        # No terminal spinner. Faust's handler for it sets the root logger to DEBUG, so every debug call of
+        # Faust and mode (one per record a table writes to its changelog) built a LogRecord, walked the
+        # stack for its caller and went through the handlers: 3 % of the applier's samples at 500 pods/s.
+        self.spinner = None
+
+
 def run_app(app: faust.App, *, loglevel: str = "warning") -> None:
     """Run until SIGINT/SIGTERM (Faust's worker owns the event loop and signal handling)."""
     gc.set_threshold(*GC_THRESHOLDS)
@@ -145,5 +157,5 @@ def run_app(app: faust.App, *, loglevel: str = "warning") -> None:
     # The CLI silences the root logger for one-line errors; a worker is a long-running service whose
     # warnings (a shard rebuilt, a dead letter) belong in its log, so Faust sets logging up instead.
     logging.getLogger().handlers.clear()
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker = _Worker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()

@@ -396,7 +396,7 @@ class TwoLevelPlacer:
             outcomes = self._withdraw(state, replica, why, now)
             self.counters["replicas_refused"] += 1
             return self._settle(outcomes, now, [state])
-        return self._settle(scheduler.conflict(replica.pod, now, attempt), now, [])
+        return self._settle(scheduler.requeue(replica.pod, now, attempt), now, [])
 
     def reject(self, uid: str, now: float) -> list[Outcome]:
         """The applier will never bind this replica (it answered ``rejected``): replaced by a new one."""
@@ -554,7 +554,7 @@ class TwoLevelPlacer:
                 else:
                     # A replica taken back from another cluster: its next binding must be newer than
                     # anything said about it before (bindings and results are joined by attempt).
-                    placement.outcomes += member.scheduler.conflict(replica.pod, now, replica.attempt)
+                    placement.outcomes += member.scheduler.requeue(replica.pod, now, replica.attempt)
             if added:
                 placement.added[name] = added
                 if member.scheduler not in touched:

@@ -56,7 +56,7 @@ class DefaultPreemption:
                 return None
             victims = []
             for record in sorted(lower, key=lambda r: (-r.info.pod.priority, r.info.pod.uid)):
-                snapshot.assume(record.info, row, bound=record.bound, at=record.at)
+                snapshot.assume(record.info, row, bound=record.bound, at=record.at, attempt=record.attempt)
                 if not self._fits(ctx, row):
                     snapshot.forget(record.info.pod.uid)
                     victims.append(record)
@@ -64,7 +64,9 @@ class DefaultPreemption:
         finally:
             for record in lower:
                 if record.info.pod.uid not in snapshot.pods:
-                    snapshot.assume(record.info, row, bound=record.bound, at=record.at)
+                    snapshot.assume(
+                        record.info, row, bound=record.bound, at=record.at, attempt=record.attempt
+                    )
             snapshot.version[row] = version  # a what-if is not a change of the node
 
     def post_filter(self, ctx: CycleContext, rejected: dict[int, str]) -> PostFilterResult:

@@ -321,6 +321,9 @@ class Shard:
         """Every single pod placement still owns (queued, assumed or bound), for requeueing it after a
         conflict. Workloads and their replicas are the placer's."""
         self._verdicts: dict[str, tuple[str, ...]] = {}
+        self._removed_nodes: set[str] = set()
+        """Nodes deleted (and not added again): the applier may hold a pod on one until it sees the
+        deletion, which it reads on its own consumer."""
         self.counters: Counter[str] = Counter()
         self._applied_offsets: dict[str, int] = {}
         """Per source partition, the offset of the last input record applied (see `feed`)."""
@@ -429,12 +432,37 @@ class Shard:
     def _node_event(self, event: NodeEvent, now: float) -> list[Outcome]:
         placer, name = self.placer, event.node.name
         if event.type == "upsert":
+            self._removed_nodes.discard(name)
             placer.upsert_node(event.node)
             return []
         if event.type == "delete":
-            return placer.remove_node(name, now)
+            lost = self._single_pods_on(name)
+            self._removed_nodes.add(name)
+            settled = placer.remove_node(name, now)
+            # Like a controller recreating a pod whose node went away, but under the pod's own uid: the
+            # applier marks it released when it sees the deletion, and binds it again at a later attempt.
+            # (Replicas are the placer's: replaced under new uids.)
+            requeued: list[Outcome] = []
+            for pod, attempt in lost:
+                self.counters["pods_lost_node"] += 1
+                requeued += self.scheduler.requeue(pod, now, attempt)
+            return settled + placer.observe(requeued, now)
         placer.set_unschedulable(name, event.type == "cordon")
         return []
+
+    def _single_pods_on(self, name: str) -> list[tuple[PodRequest, int]]:
+        """The single pods placement holds on the node (assumed or bound), in uid order, each with the
+        attempt that put it there."""
+        snapshot = self.scheduler.snapshot
+        row = snapshot.index.get(name)
+        if row is None:
+            return []
+        lost = []
+        for uid in sorted(snapshot.pods_on_row[row]):
+            pod = self.pods.get(uid)
+            if pod is not None:
+                lost.append((pod, snapshot.pods[uid].attempt))
+        return lost
 
     def _workload(self, pod: PodRequest, now: float) -> list[Outcome]:
         """A workload's request: placed the first time, rescaled when its replicas change, else a
@@ -487,7 +515,7 @@ class Shard:
                 return []  # an older attempt's conflict: the pod has moved on
             self.counters["conflicts"] += 1
             self.placer.released(result.uid)
-            return self.scheduler.conflict(pod, now, result.attempt)
+            return self.scheduler.requeue(pod, now, result.attempt)
         # rejected: the applier will never bind this binding.
         if assumed_on is not None and assumed_on != result.node:
             return []  # an older attempt's answer: the pod has moved on
@@ -495,9 +523,15 @@ class Shard:
         row = self.scheduler.snapshot.index.get(holder) if holder is not None else None  # live nodes only
         if holder is not None and row is not None:
             # The ledger holds the pod there, from an earlier binding: placement follows the ledger.
-            outcomes = self.scheduler.adopt(pod, row, now)
+            outcomes = self.scheduler.adopt(pod, row, now, result.attempt)
             self.placer.adopted(result.uid, holder)
             return outcomes
+        if holder in self._removed_nodes:
+            # On a node deleted since: the applier has not seen the deletion yet, and lets the pod go when it
+            # does. Try again after a backoff, so a lagging applier is not asked at the pipeline's pace.
+            self.counters["bound_on_removed_node"] += 1
+            self.placer.released(result.uid)
+            return self.scheduler.requeue(pod, now, result.attempt, after_backoff=True)
         # Deleted, or a stale attempt: the pod is not going to be bound; placement lets go.
         self.pods.pop(result.uid, None)
         self.placer.released(result.uid)

@@ -189,7 +189,7 @@ def test_a_conflict_returns_the_pod_to_the_queue_with_the_next_attempt():
     p = pod("p", cpu=1)
     [placed] = [o for o in (s.add_pod(p, 0) or s.schedule(0))]
     assert s.snapshot.pods["p"]
-    s.conflict(p, 1.0, attempt=placed.attempt)
+    s.requeue(p, 1.0, attempt=placed.attempt)
     [again] = s.schedule(1.0)
     assert isinstance(again, Placed) and again.attempt == 1
 

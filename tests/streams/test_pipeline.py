@@ -24,8 +24,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas.events import Binding, BindingResult, DeadLetter
-from schemas.node import NodeEvent, NodeSpec
-from schemas.pod import PodDeleted, PodGroup, PodRequest
+from schemas.node import NodeEvent, NodeSpec, Taint
+from schemas.pod import PodDeleted, PodGroup, PodRequest, Toleration
 from streams.app import app_id
 from streams.client import EyrieClient, latest_decisions
 from streams.demo.workload import generate_gpu_like_log, slice_gpu_trace
@@ -143,6 +143,17 @@ def wait_for(settings: Settings, uids: set[str], timeout: float = 120.0) -> dict
         done = {uid for uid, d in latest.items() if d.status in FINAL}
         if done >= uids or time.monotonic() > deadline:
             return latest
+        time.sleep(1.0)
+
+
+def applied_on(settings: Settings, uid: str, node: str, timeout: float = 60.0) -> str | None:
+    """The node the pod's latest decision applies it on, once that is `node` or at the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        latest = wait_for(settings, {uid}, timeout=0).get(uid)
+        where = latest.node if latest is not None and latest.status == "applied" else None
+        if where == node or time.monotonic() > deadline:
+            return where
         time.sleep(1.0)
 
 
@@ -357,6 +368,33 @@ def test_a_profile_published_on_the_config_topic_changes_later_decisions_without
     after = wait_for(pipeline.settings, {f"after-{i}" for i in range(3)}, timeout=60)
     assert {d.status for d in after.values()} == {"applied"}
     assert len({d.node for d in after.values()}) == 1  # MostAllocated packs them on one node
+
+
+def test_a_pod_whose_node_is_deleted_is_bound_again_on_another_node(pipeline: Pipeline) -> None:
+    # Tainted nodes, so the other tests' pods stay off them and this pod stays on them.
+    taint = Taint(key="eyrie.test/moving", effect="NoSchedule")
+
+    def upsert(name: str, cpu: str) -> NodeEvent:
+        room = {"cpu": cpu, "memory": "8Gi", "pods": 110}
+        return NodeEvent(type="upsert", node=NodeSpec(name=name, capacity=room, taints=[taint]))
+
+    async def publish(*events: NodeEvent | PodRequest) -> None:
+        async with EyrieClient(pipeline.settings) as client:
+            for event in events:
+                if isinstance(event, NodeEvent):
+                    await client.publish_node_event(event)
+                else:
+                    await client.publish_pod(event)
+            await client.flush()
+
+    asyncio.run(publish(upsert("moving-a", "8"), upsert("moving-b", "4")))
+    time.sleep(2)  # nodes and pods travel different topics
+    toleration = Toleration(key=taint.key, operator="Exists", effect="NoSchedule")
+    asyncio.run(publish(PodRequest(uid="moving-pod", requests={"cpu": "1"}, tolerations=[toleration])))
+    # Applied on the roomier node (once the worker has the nodes: a pod that comes first waits for them).
+    assert applied_on(pipeline.settings, "moving-pod", "moving-a") == "moving-a"
+    asyncio.run(publish(NodeEvent(type="delete", node=NodeSpec(name="moving-a"))))
+    assert applied_on(pipeline.settings, "moving-pod", "moving-b") == "moving-b"
 
 
 def test_a_worker_killed_mid_replay_loses_no_pod_and_binds_none_twice(

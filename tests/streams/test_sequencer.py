@@ -209,6 +209,52 @@ def test_a_rejected_result_follows_what_the_ledger_holds(
     assert where(shard, "a") == expected
 
 
+def deleted(name: str) -> NodeEvent:
+    return NodeEvent(type="delete", node=NodeSpec(name=name))
+
+
+def placed_attempts(outputs: list[Any]) -> dict[str, tuple[str, int]]:
+    return {o.uid: (o.node, o.attempt) for o in outputs if isinstance(o, Binding)}
+
+
+@pytest.mark.parametrize("confirmed", [False, True], ids=["assumed", "bound"])
+def test_a_single_pod_whose_node_is_deleted_is_placed_again_at_a_later_attempt(confirmed: bool) -> None:
+    shard = placed_on_n1()
+    if confirmed:
+        applied = BindingResult(uid="a", node="n1", status="applied", attempt=0)
+        shard.feed(env(Kind.RESULT, 2, applied, "binding-results/0"))
+    outputs = shard.feed(env(Kind.NODE, 3, deleted("n1")))
+    assert placed_attempts(outputs) == {"a": ("n2", 1)}
+    assert where(shard, "a") == ("n2", False)
+    # The first binding's answer, from an applier that saw the deletion first, is an older attempt's.
+    lost = BindingResult(uid="a", node="n1", status="conflict", reasons=["node not found"], attempt=0)
+    assert shard.feed(env(Kind.RESULT, 4, lost, "binding-results/0")) == []
+    assert where(shard, "a") == ("n2", False)
+
+
+def test_a_pod_whose_node_is_deleted_and_that_fits_nowhere_else_is_said_unschedulable() -> None:
+    shard = placed_on_n1()
+    outputs = shard.feed(env(Kind.NODE, 3, deleted("n2")))
+    assert outputs == []  # n2 held nothing
+    assert bindings(shard.feed(env(Kind.POD, 4, pod("b")))) == {"b": "n1"}  # the only node left
+    outputs = shard.feed(env(Kind.NODE, 5, deleted("n1")))
+    verdicts = {o.uid: o.status for o in outputs if isinstance(o, BindingResult)}
+    assert verdicts == {"a": "unschedulable", "b": "unschedulable"}
+
+
+def test_a_pod_the_applier_still_holds_on_a_deleted_node_is_tried_again_after_its_backoff() -> None:
+    shard = placed_on_n1()
+    assert placed_attempts(shard.feed(env(Kind.NODE, 3, deleted("n1")))) == {"a": ("n2", 1)}
+    # The applier had not seen the deletion when binding 1 came.
+    held = BindingResult(
+        uid="a", node="n2", status="rejected", reasons=["pod already bound to node n1"], attempt=1
+    )
+    assert shard.feed(env(Kind.RESULT, 4, held, "binding-results/0")) == []
+    assert where(shard, "a") is None
+    assert shard.feed(env(Kind.TICK, 5.5, None, "tick")) == []  # backoff of attempt 1: 2 s
+    assert placed_attempts(shard.feed(env(Kind.TICK, 6.0, None, "tick"))) == {"a": ("n2", 2)}
+
+
 def test_after_moving_a_pod_to_the_ledgers_node_that_node_counts_it() -> None:
     shard = placed_on_n1()
     moved = BindingResult(
