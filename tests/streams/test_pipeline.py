@@ -371,12 +371,13 @@ def test_a_profile_published_on_the_config_topic_changes_later_decisions_without
 
 
 def test_a_pod_whose_node_is_deleted_is_bound_again_on_another_node(pipeline: Pipeline) -> None:
-    # Tainted nodes, so the other tests' pods stay off them and this pod stays on them.
+    # Tainted nodes, so the other tests' pods stay off them, and labelled, so this pod stays on them.
     taint = Taint(key="eyrie.test/moving", effect="NoSchedule")
 
     def upsert(name: str, cpu: str) -> NodeEvent:
         room = {"cpu": cpu, "memory": "8Gi", "pods": 110}
-        return NodeEvent(type="upsert", node=NodeSpec(name=name, capacity=room, taints=[taint]))
+        spec = NodeSpec(name=name, capacity=room, taints=[taint], labels={"pool": "moving"})
+        return NodeEvent(type="upsert", node=spec)
 
     async def publish(*events: NodeEvent | PodRequest) -> None:
         async with EyrieClient(pipeline.settings) as client:
@@ -390,7 +391,10 @@ def test_a_pod_whose_node_is_deleted_is_bound_again_on_another_node(pipeline: Pi
     asyncio.run(publish(upsert("moving-a", "8"), upsert("moving-b", "4")))
     time.sleep(2)  # nodes and pods travel different topics
     toleration = Toleration(key=taint.key, operator="Exists", effect="NoSchedule")
-    asyncio.run(publish(PodRequest(uid="moving-pod", requests={"cpu": "1"}, tolerations=[toleration])))
+    moving = PodRequest(
+        uid="moving-pod", requests={"cpu": "1"}, tolerations=[toleration], node_selector={"pool": "moving"}
+    )
+    asyncio.run(publish(moving))
     # Applied on the roomier node (once the worker has the nodes: a pod that comes first waits for them).
     assert applied_on(pipeline.settings, "moving-pod", "moving-a") == "moving-a"
     asyncio.run(publish(NodeEvent(type="delete", node=NodeSpec(name="moving-a"))))
