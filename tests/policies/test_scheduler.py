@@ -1,5 +1,7 @@
 """The scheduler core: filters with their reasons, the queue order, retries, idempotence, determinism."""
 
+from collections import Counter
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -115,6 +117,34 @@ def test_a_pod_that_fits_nowhere_gets_kubernetes_fit_error():
         "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu."
     )
     assert outcome.reasons == ("1 node(s) had untolerated taint {dedicated: gpu}", "2 Insufficient cpu")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shapes=st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 2), st.booleans()),
+        min_size=1,
+        max_size=9,
+    ),
+    wanted=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 3)),
+)
+def test_the_fit_error_counts_the_reasons_each_node_gives(shapes, wanted):
+    # The fit error is counted without a list of reasons per node; the explanation still lists them.
+    nodes = [
+        node(f"n{i}", cpu=cpu, memory=f"{memory}Gi", pods=pods, taints=[TAINT] if tainted else [])
+        for i, (cpu, memory, pods, tainted) in enumerate(shapes)
+    ]
+    cpu, memory, gpus = wanted
+    incoming = pod("p", cpu=cpu, memory=f"{memory}Gi", requests={"nvidia.com/gpu": gpus} if gpus else {})
+    s = scheduler(nodes)
+    explanation = s.explain(incoming)
+    s.add_pod(incoming, 0)
+    [outcome] = s.schedule(0)
+    if not isinstance(outcome, Unschedulable):
+        assert explanation.selected == outcome.node
+        return
+    given_by_nodes = Counter(reason for reasons in explanation.filtered.values() for reason in reasons)
+    assert outcome.reasons == tuple(sorted(f"{count} {reason}" for reason, count in given_by_nodes.items()))
 
 
 def test_higher_priority_pods_are_placed_first():

@@ -3,6 +3,7 @@ RequestedToCapacityRatio, exactly as kube-scheduler v1.23+ computes them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -176,13 +177,23 @@ class NodeResourcesFit:
         return result
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
+        # One mask per check over all rows, then one list per distinct pattern of failed checks: an
+        # unschedulable pod is judged against every node, and a loop per node cost more than placing it.
+        return _lists_by_pattern(self._failed_checks(ctx, nodes), len(nodes))
+
+    def reason_counts(self, ctx: CycleContext, nodes: IntArray) -> Counter[str]:
+        """How many of `nodes` give each reason (the fit error's figures, without a list per node)."""
+        return Counter(
+            {reason: int(np.count_nonzero(failed)) for reason, failed in self._failed_checks(ctx, nodes)}
+        )
+
+    def _failed_checks(self, ctx: CycleContext, nodes: IntArray) -> list[tuple[str, npt.NDArray[np.bool_]]]:
+        """Each check with its reason and where it fails, in upstream's order."""
         snapshot, info = ctx.snapshot, ctx.info
         # Upstream order: pods, cpu, memory, ephemeral-storage, then extended resources (sorted here, as
         # Go's map order is random).
         columns = sorted(self._checked_columns(ctx), key=lambda c: (c >= 3, snapshot.resources[c]))
         by_usage = self._by_usage(ctx)
-        # One mask per check over all rows, then one list per distinct pattern of failed checks: an
-        # unschedulable pod is judged against every node, and a loop per node cost more than placing it.
         checks: list[tuple[str, npt.NDArray[np.bool_]]] = [
             (REASON_TOO_MANY_PODS, snapshot.pod_count[nodes] + 1 > snapshot.max_pods[nodes])
         ]
@@ -202,7 +213,7 @@ class NodeResourcesFit:
                     used + pod_amount > snapshot.allocatable[nodes, column],
                 )
             )
-        return _lists_by_pattern(checks, len(nodes))
+        return checks
 
     # ----------------------------------------------------------------------------------- score
 
