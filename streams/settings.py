@@ -88,6 +88,10 @@ class Settings(BaseModel):
     store: str = Field(default="memory://", pattern=r"^(memory|rocksdb)://")
     """Faust table store; ``rocksdb://`` (rocksdict) in production, memory in tests."""
     data_dir: str = ".eyrie/faust"
+    deleted_retention_s: float = Field(default=3600.0, ge=0.0)
+    """How long the applier's ledger keeps a deleted pod's entry, which refuses a binding still in flight
+    for it; then the entry is dropped, so the ledger does not grow with every pod ever placed. 0: kept for
+    ever."""
     session_timeout_s: float = Field(default=10.0, ge=1.0, le=300.0)
     """How soon a killed worker's partitions move to a standby (the Kafka group session timeout)."""
 

@@ -91,6 +91,8 @@ def register(app: faust.App, topics: Any) -> None:
             for index, reason in (await send_envelopes(topics, for_placement)).items():
                 # The result is on binding-results all the same; placement keeps the pod assumed.
                 log.warning("result for %s not sent to placement: %s", for_placement[index].value.uid, reason)
+            if settings.deleted_retention_s > 0:
+                ledger.forget_deleted(time.time() - settings.deleted_retention_s)
 
     @app.agent(topics.node_events, name="applier-nodes")
     async def node_events(stream: Any) -> None:

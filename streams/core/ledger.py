@@ -19,11 +19,12 @@ two writes can leave a node counting a pod that has no entry (or the reverse).
 
 Rules (see ``Ledger.apply``): a binding commits only while it fits the node's allocatable under the hard
 limits, a uid is booked on at most one node however often its binding is delivered, and a deleted uid is
-never booked again.
+not booked again while its entry is kept (`Ledger.forget_deleted` drops it after a retention).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, MutableMapping
 from typing import Final, Literal, TypedDict
 
@@ -144,12 +145,14 @@ class Ledger:
     one applier instance owns the whole set of nodes (one bindings partition per cluster shard).
     """
 
-    __slots__ = ("_allocated", "_nodes", "_pods")
+    __slots__ = ("_allocated", "_deleted", "_nodes", "_pods")
 
     def __init__(self, nodes: MutableMapping[str, bytes], pods: MutableMapping[str, bytes]) -> None:
         self._nodes = nodes
         self._pods = pods
         self._allocated: dict[str, dict[str, int]] = {}
+        self._deleted: deque[tuple[float, str]] = deque()
+        """(when, uid) of the deleted pods' entries, oldest first, for `forget_deleted`."""
         self.recount()
 
     def recount(self) -> int:
@@ -157,15 +160,35 @@ class Ledger:
         behind the ledger's back, as a Faust table is by its changelog on recovery). Returns how many pods
         are bound."""
         sums: dict[str, dict[str, int]] = {}
+        deleted: list[tuple[float, str]] = []
         bound = 0
-        for raw in list(self._pods.values()):
+        for uid, raw in list(self._pods.items()):
             pod: PodEntry = orjson.loads(raw)
+            if pod["state"] == "deleted":
+                deleted.append((pod["at"], uid))
             if pod["state"] != "bound" or pod["node"] is None:
                 continue
             bound += 1
             _add(sums.setdefault(pod["node"], {PODS: 0}), pod["requests"])
         self._allocated = sums
+        self._deleted = deque(sorted(deleted))
         return bound
+
+    def forget_deleted(self, before: float) -> int:
+        """Drop the entries of pods deleted at or before `before`; returns how many. A deleted pod's entry
+        is kept only to refuse a binding still in flight for it, and would otherwise stay for ever: the
+        ledger would grow with every pod ever placed. A binding for the uid after this is a new pod's."""
+        dropped = 0
+        while self._deleted and self._deleted[0][0] <= before:
+            at, uid = self._deleted.popleft()
+            raw = self._pods.get(uid)
+            if raw is None:
+                continue
+            pod: PodEntry = orjson.loads(raw)
+            if pod["state"] == "deleted" and pod["at"] == at:
+                del self._pods[uid]
+                dropped += 1
+        return dropped
 
     # ------------------------------------------------------------------------------------------ nodes
 
@@ -286,6 +309,7 @@ class Ledger:
         if raw is None:
             tombstone = PodEntry(node=None, requests={}, attempt=0, state="deleted", at=now)
             self._pods[uid] = orjson.dumps(tombstone)
+            self._deleted.append((now, uid))
             return None
         pod: PodEntry = orjson.loads(raw)
         if pod["state"] == "deleted":
@@ -294,6 +318,7 @@ class Ledger:
         pod["state"] = "deleted"
         pod["at"] = now
         self._pods[uid] = orjson.dumps(pod)
+        self._deleted.append((now, uid))
         if released_from is not None:
             self._release(released_from, pod["requests"])
         return released_from

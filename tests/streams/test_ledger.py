@@ -407,6 +407,59 @@ def test_delete_releases_a_bound_pod_and_remembers_the_uid(case, steps, uid, ret
     assert pod_entry(pods, uid)["state"] == state
 
 
+# ------------------------------------------------------------------------------ forgetting deletions
+
+
+def deleted_at(ledger: Ledger, times: dict[str, float]) -> None:
+    """Pods p1, p2, ... bound on n1 and deleted at the given times (a tombstone when the time is negative:
+    the deletion came first)."""
+    ledger.upsert_node(node("n1", cpu=10_000))
+    for uid, at in times.items():
+        if at >= 0:
+            ledger.apply(binding(uid, cpu=100), 0.0)
+        ledger.delete(uid, abs(at))
+
+
+@pytest.mark.parametrize(
+    ("case", "times", "before", "dropped", "kept"),
+    [
+        (
+            "entries of pods deleted up to the cut are dropped",
+            {"p1": 1.0, "p2": 2.0, "p3": 3.0},
+            2.0,
+            2,
+            ["p3"],
+        ),
+        ("nothing deleted that long ago drops nothing", {"p1": 5.0}, 4.0, 0, ["p1"]),
+        ("a tombstone of a deletion that came first is dropped too", {"p1": -1.0, "p2": 9.0}, 1.0, 1, ["p2"]),
+    ],
+)
+def test_forget_deleted_drops_the_entries_of_pods_deleted_long_enough_ago(case, times, before, dropped, kept):
+    ledger, _, pods = fresh()
+    deleted_at(ledger, times)
+    ledger.apply(binding("live", cpu=100), 0.0)
+    assert ledger.forget_deleted(before) == dropped
+    assert sorted(pods) == sorted([*kept, "live"])
+    assert ledger.allocated("n1") == {"cpu": 100, "pods": 1}
+
+
+def test_a_recovered_ledger_forgets_deletions_it_did_not_see():
+    ledger, nodes, pods = fresh()
+    deleted_at(ledger, {"p2": 2.0, "p1": 1.0, "p3": 3.0})
+    recovered = Ledger(dict(nodes), dict(pods))  # built from the entries alone, as after a restart
+    assert recovered.forget_deleted(2.5) == 2
+    assert recovered.forget_deleted(10.0) == 1
+
+
+def test_a_binding_for_a_forgotten_deleted_pod_is_booked_as_a_new_pod():
+    ledger, _, _ = fresh()
+    deleted_at(ledger, {"p1": 1.0})
+    later = binding("p1", attempt=1, cpu=100)  # not the binding committed before the deletion
+    assert ledger.apply(later, 1.5).status == "rejected"
+    ledger.forget_deleted(1.0)
+    assert ledger.apply(later, 2.0).status == "applied"
+
+
 # ------------------------------------------------------------------------------------ node lifecycle
 
 
