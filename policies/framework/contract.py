@@ -120,7 +120,9 @@ class FilterPlugin(Protocol):
         among them: the answer for those does not matter."""
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
-        """Why each row in `nodes` (all of which failed `filter`) was rejected."""
+        """Why each row in `nodes` (all of which failed `filter`) was rejected. A plugin may also define
+        ``reason_counts(ctx, nodes) -> Counter[str]``, how many rows give each reason: the fit error needs
+        only that, and an unschedulable pod's retries pay for it (NodeResourcesFit does)."""
 
 
 @dataclass(slots=True)
