@@ -33,7 +33,7 @@ from schemas.exceptions import BrokerError, InvalidInput
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
 from streams.core.ingress import is_watermark
-from streams.records import ELEMENTS_PER_RECORD, RECORD_OVERHEAD, Decoded, decode_records, json_arrays
+from streams.records import ELEMENTS_PER_RECORD, Decoded, decode_records, json_arrays
 from streams.security import client_security, consumer_limits, kafka_errors, producer_limits
 from streams.settings import Settings
 from streams.topics import ensure_topics
@@ -219,7 +219,7 @@ class EyrieClient:
         by_node: dict[str, list[bytes]] = {}
         for sample in samples:
             by_node.setdefault(sample.node, []).append(encode(sample))
-        limit = self.settings.max_message_bytes - RECORD_OVERHEAD
+        limit = self.settings.max_value_bytes
         for node, encoded in by_node.items():
             for record in json_arrays(encoded, limit, ELEMENTS_PER_RECORD):
                 await self.send("metrics", node, record)

@@ -28,6 +28,7 @@ from pydantic import (
 
 from schemas.codec import from_validation_error
 from schemas.exceptions import ConfigError, InvalidInput
+from streams.records import RECORD_OVERHEAD
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -112,6 +113,12 @@ class Settings(BaseModel):
 
     def topic(self, short: str) -> str:
         return f"{self.topic_prefix}{short}"
+
+    @property
+    def max_value_bytes(self) -> int:
+        """The largest record value eyrie packs: `max_message_bytes` less room for the key, headers and
+        batch framing (`streams.records.RECORD_OVERHEAD`)."""
+        return self.max_message_bytes - RECORD_OVERHEAD
 
     @property
     def uses_sasl(self) -> bool:

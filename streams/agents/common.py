@@ -13,7 +13,7 @@ from schemas.codec import encode
 from schemas.events import DeadLetter
 from streams.core.ingress import envelope_from_record, pack_envelopes
 from streams.core.sequencer import Envelope, Kind
-from streams.records import RECORD_OVERHEAD, Decoded, decode_record, decode_records
+from streams.records import Decoded, decode_record, decode_records
 from streams.settings import Settings
 
 __all__ = [
@@ -117,7 +117,7 @@ async def send_envelopes(topics: Any, envelopes: Sequence[Envelope]) -> dict[int
     if not envelopes:
         return {}
     settings = topics.settings
-    limit = settings.max_message_bytes - RECORD_OVERHEAD
+    limit = settings.max_value_bytes
     per_shard: dict[int, list[int]] = {}
     for index, envelope in enumerate(envelopes):
         for shard in shards_for(envelope, settings.shards):
