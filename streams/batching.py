@@ -13,6 +13,7 @@ request, a sequencer record, acknowledgements, are shared); a lone record waits 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -20,7 +21,7 @@ from faust.streams import Stream
 from mode.utils.aiter import aiter
 from mode.utils.futures import notify
 
-__all__ = ["IDLE_CHECK_S", "QUIET_S", "take_batches"]
+__all__ = ["BREATHE_S", "IDLE_CHECK_S", "QUIET_S", "Breather", "take_batches"]
 
 QUIET_S = 0.001
 """A batch is handed over once no record has arrived for this long (or its window is over): records of a
@@ -28,6 +29,27 @@ backlog arrive back to back and make large batches, a lone record waits only thi
 
 IDLE_CHECK_S = 1.0
 """How often an idle taker wakes to see whether its stream stopped."""
+
+BREATHE_S = 0.05
+"""The longest an agent's loop over a batch keeps the event loop to itself (`Breather`)."""
+
+
+class Breather:
+    """Gives the event loop a turn once `every` seconds have passed since the last: the Kafka consumer
+    (fetches, heartbeats, rebalances) runs on the agents' loop (`streams.fetching`), so a loop over thousands
+    of records, a shard's rebuild or a backlog's batch, must not hold it for seconds. Costs a clock read
+    when it is not yet time."""
+
+    __slots__ = ("_due", "_every")
+
+    def __init__(self, every: float = BREATHE_S) -> None:
+        self._every = every
+        self._due = time.monotonic() + every
+
+    async def __call__(self) -> None:
+        if time.monotonic() >= self._due:
+            await asyncio.sleep(0)
+            self._due = time.monotonic() + self._every
 
 
 def take_batches(stream: Stream[Any], max_: int, within: float) -> AsyncGenerator[list[Any], None]:

@@ -15,12 +15,21 @@ ms; at 200 ms p50 114 and 71 ms, p99 395 and 180 ms (README, "Pipeline benchmark
 
 The consumer's fetch loop is Faust's with one change (`_Consumer._drain_messages`): offsets a rebalance made
 it skip are read again rather than committed over.
+
+And the Kafka consumer runs on the app's own event loop (`_ConsumerThread`), not in a thread of its own as
+Faust has it. On the thread, every fetch went out and came back through `run_coroutine_threadsafe` (a
+self-pipe write to wake the other loop, two futures chained across threads), and the two threads took the
+GIL from each other, a switch interval (5 ms) at a time when both had work: on this 2-core machine,
+shared with the broker, that was a sixth of the worker's busy samples at 500 pods/s. The price is that a
+long synchronous stretch on the loop now also delays the consumer's heartbeats and fetches, so the agents'
+long loops (a shard's rebuild, a large sequencer batch) give the loop a turn every `BREATHE_S`
+(`streams.batching.Breather`); the heartbeat's session timeout (`session_timeout_s`, 10 s) is far above.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, cast
 
 import aiokafka
@@ -28,12 +37,14 @@ import faust
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
+from mode.utils.futures import maybe_async
 
 __all__ = ["EyrieApp"]
 
 
 class EyrieApp(faust.App):
-    """A Faust app whose worker consumer waits at most `fetch_max_wait_ms` for a fetch to fill."""
+    """A Faust app whose Kafka consumer runs on the app's loop and waits at most `fetch_max_wait_ms` for a
+    fetch to fill."""
 
     def __init__(self, *args: Any, fetch_max_wait_ms: int, **kwargs: Any) -> None:
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -58,7 +69,8 @@ class _Consumer(AIOKafkaConsumer):
         over since: their read offset is the next to read, not the last read."""
 
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
-        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+        # `thread_loop`: the loop the aiokafka consumer is built on and runs on, the app's own.
+        return _ConsumerThread(self, loop=self.loop, thread_loop=self.loop, beacon=self.beacon)
 
     async def _drain_messages(self, fetcher: Any) -> None:
         """Faust 0.15's fetch loop (`faust.transport.consumer.Consumer._drain_messages`), with one change:
@@ -139,6 +151,26 @@ class _Consumer(AIOKafkaConsumer):
         finally:
             unset_flag(CONSUMER_FETCHING)
 
+    def pause_partitions(self, tps: Iterable[Any]) -> None:
+        """Faust's pause only stops handing a partition's records over; aiokafka went on fetching it. So after
+        a rebalance every fetch named the changelog partitions of the worker's own tables (Faust pauses them
+        and never resumes them unless it recovers from them), and kept what came back from them for ever,
+        unread. Pausing them in aiokafka too leaves them out of fetch requests."""
+        tps = list(tps)
+        super().pause_partitions(tps)
+        consumer = self._thread._consumer
+        if consumer is not None:
+            assigned = consumer.assignment()
+            consumer.pause(*(tp for tp in map(_kafka_tp, tps) if tp in assigned))
+
+    def resume_partitions(self, tps: Iterable[Any]) -> None:
+        tps = list(tps)
+        super().resume_partitions(tps)
+        consumer = self._thread._consumer
+        if consumer is not None:
+            assigned = consumer.assignment()
+            consumer.resume(*(tp for tp in map(_kafka_tp, tps) if tp in assigned))
+
     async def perform_seek(self) -> None:
         await super().perform_seek()
         self._sought.update(self._read_offset)
@@ -148,7 +180,46 @@ class _Consumer(AIOKafkaConsumer):
         self._sought.add(partition)
 
 
+def _kafka_tp(tp: Any) -> aiokafka.TopicPartition:
+    return aiokafka.TopicPartition(tp.topic, tp.partition)
+
+
+class _InLoop:
+    """What mode's `WorkerThread` does for a `ServiceThread`, on the app's own loop: `start` runs the service
+    (`ServiceThread._serve`: start, wait until stopped, shut down) as a task instead of in a new thread."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = self.service.parent_loop.create_task(self.service._serve())
+
+    def stop(self) -> None:
+        """Nothing to join: `_serve` ends on the loop by itself once the service is stopped."""
+
+
 class _ConsumerThread(AIOKafkaConsumerThread):
+    """Faust's aiokafka consumer service, run on the app's loop (the module's docstring says why). Built with
+    ``thread_loop`` = the app's loop, so the aiokafka consumer, its fetcher and its coordinator live there;
+    mode's thread plumbing (the method queue, the cross-loop events) becomes direct calls."""
+
+    Worker = _InLoop  # type: ignore[assignment]  # mode types it as a Thread subclass
+
+    async def call_thread(self, fun: Any, *args: Any, **kwargs: Any) -> Any:
+        # Faust's calls (subscribe, commit, seek, position, ...) are sync or async; mode's queue took both.
+        return await maybe_async(fun(*args, **kwargs))
+
+    def _stopped_set(self) -> None:
+        self._stopped.set()  # mode's goes through call_soon_threadsafe to the thread's loop
+
+    def set_shutdown(self) -> None:
+        self._shutdown.set()
+
+    async def _gather_remaining_tasks(self) -> None:
+        """mode cancels every task left on the thread's loop when the thread ends; that loop is the app's
+        here, and its tasks are the app's to stop. The consumer's own (fetcher, coordinator) end with it."""
+
     def _create_worker_consumer(self, transport: Any) -> aiokafka.AIOKafkaConsumer:
         consumer = super()._create_worker_consumer(transport)
         # Read by aiokafka when the consumer starts and builds its fetcher; Faust passes no other value.
@@ -156,14 +227,8 @@ class _ConsumerThread(AIOKafkaConsumerThread):
         return consumer
 
     async def getmany(self, active_partitions: Any, timeout: float) -> Any:
-        """What Faust's `getmany` does, minus its method queue: the fetch runs on the consumer thread's loop
-        and its records come back through one future, rather than through a queue, an event and a worker
-        task on each side (at a few hundred records a second, most fetches return one or two)."""
+        """What Faust's `getmany` does, minus its method queue and the hop between threads."""
         consumer = self._ensure_consumer()
-        fetched = asyncio.run_coroutine_threadsafe(
-            self._fetch_records(
-                consumer, active_partitions, timeout=timeout, max_records=consumer._max_poll_records
-            ),
-            self.thread_loop,
+        return await self._fetch_records(
+            consumer, active_partitions, timeout=timeout, max_records=consumer._max_poll_records
         )
-        return await asyncio.wrap_future(fetched, loop=self.parent_loop)

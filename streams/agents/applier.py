@@ -33,7 +33,7 @@ from streams.agents.common import (
     send_dead_letter,
     send_envelopes,
 )
-from streams.batching import take_batches
+from streams.batching import Breather, take_batches
 from streams.core.ingress import envelope_from_model
 from streams.core.ledger import Ledger
 from streams.core.sequencer import Envelope
@@ -62,6 +62,7 @@ def register(app: faust.App, topics: Any) -> None:
     @app.agent(topics.bindings, name="applier")
     async def apply_bindings(stream: Any) -> None:
         nonlocal recounted
+        breathe = Breather()
         async for events in take_batches(stream, BATCH, batch_window_s(topics.settings)):
             if not recounted:
                 # Allocations live in memory, summed from the recovered pod entries (`streams.core.ledger`).
@@ -69,6 +70,7 @@ def register(app: faust.App, topics: Any) -> None:
                 recounted = True
             for_placement: list[Envelope] = []
             for event in events:
+                await breathe()
                 message = event.message
                 decoded = decode_message(topics, message)
                 if decoded.dead_letter is not None:

@@ -20,7 +20,7 @@ import faust
 from schemas.codec import encode
 from schemas.events import DeadLetter, MetricSample
 from streams.agents.common import bytes_table, decode_messages, envelope_of, send_dead_letter, send_envelopes
-from streams.batching import take_batches
+from streams.batching import Breather, take_batches
 from streams.core.ingress import future_error, is_replayed, is_watermark
 from streams.core.metrics import MetricsCore, NodeSummary
 from streams.core.sequencer import Envelope, Kind
@@ -97,10 +97,12 @@ def register(app: faust.App, topics: Any) -> None:
 
     @app.agent(topics.metrics, name="metrics")
     async def metrics(stream: Any) -> None:
+        breathe = Breather()
         async for events in take_batches(stream, BATCH, WITHIN_S):
             pending: dict[int, list[MetricSample]] = {}
             clock = time.time()
             for event in events:
+                await breathe()
                 message = event.message
                 if is_watermark(message.headers):
                     # Everything of this partition before the watermark must be summarised first.

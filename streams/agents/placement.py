@@ -22,7 +22,7 @@ from schemas.codec import encode
 from schemas.events import Binding, BindingResult, DeadLetter
 from schemas.exceptions import InvalidInput
 from streams.agents.common import BATCH, batch_window_s, node_partition, send, send_dead_letter
-from streams.batching import take_batches
+from streams.batching import Breather, take_batches
 from streams.core.sequencer import (
     Envelope,
     Kind,
@@ -60,6 +60,7 @@ async def _rebuild(settings: Any, partition: int, until: int) -> Shard:
         **client_security(settings),
     )
     tp = TopicPartition(settings.topic("sequencer"), partition)
+    breathe = Breather()  # a long history takes seconds, and the worker's Kafka consumer shares this loop
     await consumer.start()
     try:
         consumer.assign([tp])
@@ -80,6 +81,7 @@ async def _rebuild(settings: Any, partition: int, until: int) -> Shard:
                     if isinstance(envelope, Envelope):
                         with contextlib.suppress(Exception):
                             shard.feed(envelope)
+                    await breathe()
             position = await consumer.position(tp)
     finally:
         await consumer.stop()
@@ -138,6 +140,7 @@ def register(app: faust.App, topics: Any) -> None:
 
     @app.agent(topics.sequencer, name="placement")
     async def placement(stream: Any) -> None:
+        breathe = Breather()
         async for events in take_batches(stream, BATCH, batch_window_s(topics.settings)):
             for event in events:
                 message = event.message
@@ -168,6 +171,7 @@ def register(app: faust.App, topics: Any) -> None:
                     if envelope.kind is Kind.POD:
                         attempt_result(envelope.value.uid, outputs).observe(time.perf_counter() - started)
                     await publish(outputs, message.timestamp)
+                    await breathe()
 
     @app.timer(settings.tick_interval)  # type: ignore[untyped-decorator]
     async def tick() -> None:

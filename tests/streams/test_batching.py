@@ -150,3 +150,47 @@ def test_every_event_of_a_batch_is_acknowledged_once_the_agent_asks_for_the_next
 
     asyncio.run(scenario())
     assert acked_before_next == [[], [True, True]]
+
+
+@pytest.mark.parametrize(
+    ("case", "every", "step", "steps", "turns_expected"),
+    [
+        ("a long synchronous loop gives the event loop a turn about every `every`", 0.02, 0.005, 60, True),
+        ("a loop shorter than `every` never gives up the event loop", 10.0, 0.0, 1000, False),
+    ],
+)
+def test_a_breather_gives_the_loop_a_turn_only_once_its_interval_has_passed(
+    case: str, every: float, step: float, steps: int, turns_expected: bool
+) -> None:
+    async def scenario() -> tuple[int, list[float], float]:
+        breathe = streams.batching.Breather(every)
+        waits: list[float] = []
+        turns = 0
+
+        async def neighbour() -> None:  # stands for the Kafka consumer's heartbeat: it wants a turn often
+            while True:
+                asked = time.monotonic()
+                await asyncio.sleep(0)
+                waits.append(time.monotonic() - asked)
+
+        other = asyncio.create_task(neighbour())
+        await asyncio.sleep(0)  # the neighbour is now waiting for its next turn
+        waits.clear()
+        started = time.monotonic()
+        for _ in range(steps):
+            time.sleep(step)  # work that does not yield
+            before = len(waits)
+            await breathe()
+            turns += len(waits) > before
+        elapsed = time.monotonic() - started
+        other.cancel()
+        return turns, waits, elapsed
+
+    turns, waits, elapsed = asyncio.run(scenario())
+    if not turns_expected:
+        assert (turns, waits) == (0, [])
+        return
+    # Each turn comes `every` after the last (however long the steps really took on a loaded machine), and
+    # the neighbour is never kept waiting for the whole loop.
+    assert 2 <= turns <= elapsed / every + 1
+    assert max(waits) < elapsed / 2
