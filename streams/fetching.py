@@ -160,16 +160,14 @@ class _Consumer(AIOKafkaConsumer):
         super().pause_partitions(tps)
         consumer = self._thread._consumer
         if consumer is not None:
-            assigned = consumer.assignment()
-            consumer.pause(*(tp for tp in map(_kafka_tp, tps) if tp in assigned))
+            consumer.pause(*_assigned(consumer, tps))
 
     def resume_partitions(self, tps: Iterable[Any]) -> None:
         tps = list(tps)
         super().resume_partitions(tps)
         consumer = self._thread._consumer
         if consumer is not None:
-            assigned = consumer.assignment()
-            consumer.resume(*(tp for tp in map(_kafka_tp, tps) if tp in assigned))
+            consumer.resume(*_assigned(consumer, tps))
 
     async def perform_seek(self) -> None:
         await super().perform_seek()
@@ -180,8 +178,10 @@ class _Consumer(AIOKafkaConsumer):
         self._sought.add(partition)
 
 
-def _kafka_tp(tp: Any) -> aiokafka.TopicPartition:
-    return aiokafka.TopicPartition(tp.topic, tp.partition)
+def _assigned(consumer: aiokafka.AIOKafkaConsumer, tps: list[Any]) -> list[aiokafka.TopicPartition]:
+    """Faust's partitions that `consumer` has (aiokafka refuses to pause or resume any other)."""
+    assigned = consumer.assignment()
+    return [tp for tp in (aiokafka.TopicPartition(tp.topic, tp.partition) for tp in tps) if tp in assigned]
 
 
 class _InLoop:
