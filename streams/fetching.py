@@ -1,4 +1,4 @@
-"""Faust's app, with its Kafka consumer fetching at eyrie's pace (`Settings.fetch_max_wait_ms`).
+"""Faust's app, with its Kafka consumer on the agents' loop, fetching at eyrie's pace (`fetch_max_wait_ms`).
 
 faust-streaming builds a worker's aiokafka consumer with ``fetch_max_wait_ms=1500`` and no setting to change
 it, and that wait stalled the pipeline. aiokafka keeps one fetch in flight per broker, and leaves out of it
@@ -16,14 +16,16 @@ ms; at 200 ms p50 114 and 71 ms, p99 395 and 180 ms (README, "Pipeline benchmark
 The consumer's fetch loop is Faust's with one change (`_Consumer._drain_messages`): offsets a rebalance made
 it skip are read again rather than committed over.
 
-And the Kafka consumer runs on the app's own event loop (`_ConsumerThread`), not in a thread of its own as
+The Kafka consumer runs on the app's own event loop (`_ConsumerThread`), not in a thread of its own as
 Faust has it. On the thread, every fetch went out and came back through `run_coroutine_threadsafe` (a
-self-pipe write to wake the other loop, two futures chained across threads), and the two threads took the
-GIL from each other, a switch interval (5 ms) at a time when both had work: on this 2-core machine,
-shared with the broker, that was a sixth of the worker's busy samples at 500 pods/s. The price is that a
-long synchronous stretch on the loop now also delays the consumer's heartbeats and fetches, so the agents'
-long loops (a shard's rebuild, a large sequencer batch) give the loop a turn every `BREATHE_S`
-(`streams.batching.Breather`); the heartbeat's session timeout (`session_timeout_s`, 10 s) is far above.
+self-pipe write to wake the other loop, futures chained across threads), and two threads contended for the
+GIL: py-spy put about a sixth of the worker's busy samples at 500 pods/s on that crossing. The price is
+that a long synchronous stretch on the loop now also delays the consumer's fetches and heartbeats, so the
+agents' long loops (a shard's rebuild, a large batch) give the loop a turn every `BREATHE_S`
+(`streams.batching.Breather`), far below the session timeout (`session_timeout_s`, 10 s).
+
+A partition Faust pauses is paused in aiokafka too (`_Consumer.pause_partitions`), so the changelogs of a
+worker's own tables stay out of its fetches.
 """
 
 from __future__ import annotations
