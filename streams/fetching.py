@@ -192,7 +192,7 @@ class _InLoop:
 
     def __init__(self, service: Any) -> None:
         self.service = service
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None  # held: the loop keeps only a weak reference to a task
 
     def start(self) -> None:
         self.task = self.service.parent_loop.create_task(self.service._serve())

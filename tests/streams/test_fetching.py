@@ -1,4 +1,5 @@
-"""A worker's Kafka consumer waits `fetch_max_wait_ms` for a fetch, not Faust's 1,500 ms."""
+"""A worker's Kafka consumer: it waits `fetch_max_wait_ms` for a fetch, not Faust's 1,500 ms; it runs on the
+app's loop, not a thread; a partition Faust pauses is paused in aiokafka too."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def worker_app(tmp_path: Path, bootstrap: str = "127.0.0.1:9092", **values: Any)
 
 
 def kafka_consumer_of(app: faust.App) -> Any:
-    """The aiokafka consumer Faust's consumer thread would start for this worker (not started here)."""
+    """The aiokafka consumer the app's consumer service would start for this worker (not started here)."""
     return app.consumer._thread._create_worker_consumer(app.transport)
 
 
