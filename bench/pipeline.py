@@ -19,8 +19,9 @@ zones, GPUs, taints, affinities), the nodes start empty.
 3. **Throughput**: the first (1 − latency share) of the pods published flat out; pods per second = pods /
    (last final result − first publish), a final result being `applied`, `unschedulable` or `rejected` as
    the binding-results topic carries it (publish → placement → applier → result).
-4. **Latency**: the remaining pods published at `--latency-rate` (default: half the measured throughput);
-   per pod, publish → its final result as this process receives it; p50, p99.
+4. **Latency**: once a probe pod's verdict says the flat-out backlog is drained, the remaining pods
+   published at `--latency-rate` (default: half the measured throughput); per pod, publish → its final
+   result as this process receives it; p50, p99.
 
 The worker and the applier are separate processes; the broker, they and this process share the machine's
 cores. With `--cprofile DIR`, the worker and the applier run under cProfile and write
@@ -290,18 +291,24 @@ async def metrics_drain_seconds(settings: Settings, timeout: float) -> list[floa
     return [ends[0] - first] + [ends[r] - ends[r - 1] for r in range(1, len(ROUNDS))]
 
 
-async def warm_up(settings: Settings, results: Results, timeout: float) -> float:
-    """A pod that fits nowhere, and its verdict: the worker and applier have joined and placement is live."""
+async def probe(settings: Settings, results: Results, timeout: float, purpose: str) -> float:
+    """A pod that fits nowhere, and its verdict.
+
+    Before the first phase, the verdict says the worker and the applier have joined and placement is live.
+    Between phases, it says the backlog of the flat-out phase is gone: the sequencer partition is a queue,
+    so the probe is decided after every envelope ahead of it (the flat-out pods' binding results included),
+    and the latency phase measures the pipeline at its rate, not the tail of the previous phase.
+    """
     started = time.perf_counter()
     producer = bench_producer(settings)
     await producer.start()
     try:
-        probe = PodRequest(uid=f"warm-up-{uuid.uuid4().hex[:6]}", node_selector={"eyrie.io/warm-up": "none"})
-        await (await producer.send(settings.topic("pod-requests"), encode(probe), key=probe.uid.encode()))
+        pod = PodRequest(uid=f"{purpose}-{uuid.uuid4().hex[:6]}", node_selector={"eyrie.io/probe": "none"})
+        await (await producer.send(settings.topic("pod-requests"), encode(pod), key=pod.uid.encode()))
     finally:
         await producer.stop()
-    if not await results.wait_for([probe.uid], timeout):
-        raise TimeoutError("the worker gave no verdict on the warm-up pod")
+    if not await results.wait_for([pod.uid], timeout):
+        raise TimeoutError(f"the worker gave no verdict on the {purpose} pod")
     return time.perf_counter() - started
 
 
@@ -395,13 +402,14 @@ async def _measure(
     results = Results(settings)
     await results.start()
     try:
-        warm = await warm_up(settings, results, timeout)
+        warm = await probe(settings, results, timeout, "warm-up")
         sent = await publish_pods(settings, throughput_pods, None)
         uids = [pod.uid for pod in throughput_pods]
         await results.wait_for(uids, timeout)
         finished = [results.final_at[uid] for uid in uids if uid in results.final_at]
         pods_per_s = len(finished) / (max(finished) - min(sent.values())) if finished else 0.0
         rate = latency_rate or max(1.0, pods_per_s / 2)
+        await probe(settings, results, timeout, "drain")
         sent = await publish_pods(settings, latency_pods, rate)
         uids = [pod.uid for pod in latency_pods]
         await results.wait_for(uids, timeout)

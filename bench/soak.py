@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from bench.pipeline import Results, bench_producer, make_workload, warm_up
+from bench.pipeline import Results, bench_producer, make_workload, probe
 from schemas.codec import encode
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted
@@ -94,7 +94,7 @@ async def _soak(args: argparse.Namespace, settings: Settings, pids: dict[str, in
                 key=spec.name.encode(),
             )
         await producer.flush()
-        await warm_up(settings, results, args.timeout)
+        await probe(settings, results, args.timeout, "warm-up")
         pods_per_round = args.pods // args.rounds
         samples_per_round = args.samples // args.rounds
         names = [spec.name for spec in workload.nodes]
