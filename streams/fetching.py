@@ -13,9 +13,8 @@ everything again. ``python -m bench.pipeline --nodes 5000 --pods 20000 --latency
 400`` (10,000 pods at 400/s after 10,000 flat out): at 1,500 ms p50 4,148 and 122 ms, p99 5,050 and 1,704
 ms; at 200 ms p50 114 and 71 ms, p99 395 and 180 ms (README, "Pipeline benchmark").
 
-The consumer's fetch loop is Faust's with two changes (`_Consumer._drain_messages`): offsets a rebalance
-made it skip are read again rather than committed over, and a record is handed to its stream inline
-(`_start`) unless the hand-over has to wait, instead of through four tasks per record.
+The consumer's fetch loop is Faust's with one change (`_Consumer._drain_messages`): offsets a rebalance made
+it skip are read again rather than committed over.
 
 The Kafka consumer runs on the app's own event loop (`_ConsumerThread`), not in a thread of its own as
 Faust has it. On the thread, every fetch went out and came back through `run_coroutine_threadsafe` (a
@@ -32,7 +31,7 @@ worker's own tables stay out of its fetches.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator, Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, cast
 
 import aiokafka
@@ -134,13 +133,7 @@ class _Consumer(AIOKafkaConsumer):
                     if commit_every is not None and self._n_acked >= commit_every:
                         self._n_acked = 0
                         await self.commit()
-                    # Faust awaits every delivery in `wait_first`, against a flow suspension: four tasks
-                    # and an asyncio.wait per record, about 45 µs, and two turns of the loop. A delivery
-                    # almost always finishes without waiting (its stream's queue has room), so it runs
-                    # inline, and only one that has to wait goes to `wait_first`.
-                    rest = _start(callback(message))
-                    if rest is not None:
-                        await self.wait_first(rest, self.suspend_flow.wait())
+                    await self.wait_first(callback(message), self.suspend_flow.wait())
                     set_read_offset(tp, offset)
                     self._sought.discard(tp)
                 unset_flag(CONSUMER_FETCHING)
@@ -191,45 +184,6 @@ def _assigned(consumer: aiokafka.AIOKafkaConsumer, tps: list[Any]) -> list[aioka
     """Faust's partitions that `consumer` has (aiokafka refuses to pause or resume any other)."""
     assigned = consumer.assignment()
     return [tp for tp in (aiokafka.TopicPartition(tp.topic, tp.partition) for tp in tps) if tp in assigned]
-
-
-def _start(delivery: Awaitable[Any]) -> Awaitable[Any] | None:
-    """Runs the coroutine `delivery` until it first waits: None if it finished without waiting (its value
-    dropped), else the rest of it, to await. An exception it raises before waiting is raised here. Any other
-    awaitable is returned as it is."""
-    if not isinstance(delivery, Coroutine):
-        return delivery
-    try:
-        awaiting = delivery.send(None)
-    except StopIteration:
-        return None
-    return _Suspended(delivery, awaiting)
-
-
-class _Suspended:
-    """A coroutine that suspended on `awaiting`: awaiting this goes on with it as ``await`` would have."""
-
-    __slots__ = ("awaiting", "coroutine")
-
-    def __init__(self, coroutine: Coroutine[Any, Any, Any], awaiting: Any) -> None:
-        self.coroutine = coroutine
-        self.awaiting = awaiting
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, awaiting = self.coroutine, self.awaiting
-        try:
-            while True:
-                try:
-                    value = yield awaiting
-                except GeneratorExit:
-                    coroutine.close()
-                    raise
-                except BaseException as exc:  # cancellation included: it is the coroutine's to handle
-                    awaiting = coroutine.throw(exc)
-                else:
-                    awaiting = coroutine.send(value)
-        except StopIteration as stop:
-            return stop.value
 
 
 class _InLoop:

@@ -1,6 +1,5 @@
 """A worker's Kafka consumer: it waits `fetch_max_wait_ms` for a fetch, not Faust's 1,500 ms; it runs on the
-app's loop, not a thread; a partition Faust pauses is paused in aiokafka too; a record's hand-over runs
-inline until it has to wait, and then goes on as an await would."""
+app's loop, not a thread; a partition Faust pauses is paused in aiokafka too."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ import pytest
 from aiokafka import TopicPartition
 
 from streams.app import create_app
-from streams.fetching import _start
 from streams.settings import load_settings
 
 # ------------------------------------------------------------------------------------------- builders
@@ -32,93 +30,7 @@ def kafka_consumer_of(app: faust.App) -> Any:
     return app.consumer._thread._create_worker_consumer(app.transport)
 
 
-async def handover(trace: list[str], gate: asyncio.Future[str] | None, fail: str | None) -> str:
-    """A hand-over as Faust's on_message is one: it waits only when `gate` is given (a full queue)."""
-    trace.append("started")
-    try:
-        if fail == "before waiting":
-            raise ValueError(fail)
-        if gate is not None:
-            trace.append(await gate)
-        if fail == "after waiting":
-            raise ValueError(fail)
-        trace.append("delivered")
-        return "value"
-    except asyncio.CancelledError:
-        trace.append("cancelled")
-        raise
-
-
 # ---------------------------------------------------------------------------------------------- tests
-
-
-@pytest.mark.parametrize(
-    ("case", "waits", "fail", "cancel", "expected"),
-    [
-        (
-            "a hand-over that never waits is done inside _start",
-            False,
-            None,
-            False,
-            ("done", ["started", "delivered"]),
-        ),
-        (
-            "an error before any wait is raised by _start",
-            False,
-            "before waiting",
-            False,
-            ("raised", ["started"]),
-        ),
-        (
-            "a hand-over that waits goes on when its future is set, and returns its value",
-            True,
-            None,
-            False,
-            ("value", ["started", "room", "delivered"]),
-        ),
-        (
-            "an error after the wait reaches whoever awaits the rest",
-            True,
-            "after waiting",
-            False,
-            ("raised", ["started", "room"]),
-        ),
-        (
-            "cancelling the task that awaits the rest cancels the hand-over itself",
-            True,
-            None,
-            True,
-            ("cancelled", ["started", "cancelled"]),
-        ),
-    ],
-)
-def test_a_records_hand_over_runs_inline_until_it_has_to_wait(
-    case: str, waits: bool, fail: str | None, cancel: bool, expected: tuple[str, list[str]]
-) -> None:
-    async def scenario() -> tuple[str, list[str]]:
-        trace: list[str] = []
-        gate = asyncio.get_running_loop().create_future() if waits else None
-        try:
-            rest = _start(handover(trace, gate, fail))
-        except ValueError:
-            return "raised", trace
-        if rest is None:
-            return "done", trace
-        task = asyncio.ensure_future(rest)
-        await asyncio.sleep(0)
-        if cancel:
-            task.cancel()
-        else:
-            assert gate is not None
-            gate.set_result("room")
-        try:
-            return await task, trace
-        except ValueError:
-            return "raised", trace
-        except asyncio.CancelledError:
-            return "cancelled", trace
-
-    assert asyncio.run(scenario()) == expected
 
 
 @pytest.mark.parametrize(
@@ -145,14 +57,6 @@ def test_a_plain_faust_worker_would_wait_1500_ms(tmp_path: Path) -> None:
         return int(kafka_consumer_of(app)._fetch_max_wait_ms)
 
     assert asyncio.run(build()) == 1500
-
-
-def test_an_awaitable_that_is_not_a_coroutine_is_left_to_be_awaited() -> None:
-    async def scenario() -> bool:
-        future = asyncio.get_running_loop().create_future()
-        return _start(future) is future
-
-    assert asyncio.run(scenario())
 
 
 @pytest.mark.kafka
