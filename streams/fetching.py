@@ -13,8 +13,11 @@ everything again. ``python -m bench.pipeline --nodes 5000 --pods 20000 --latency
 400`` (10,000 pods at 400/s after 10,000 flat out): at 1,500 ms p50 4,148 and 122 ms, p99 5,050 and 1,704
 ms; at 200 ms p50 114 and 71 ms, p99 395 and 180 ms (README, "Pipeline benchmark").
 
-The consumer's fetch loop is Faust's with one change (`_Consumer._drain_messages`): offsets a rebalance made
-it skip are read again rather than committed over.
+The consumer's fetch loop is Faust's with three changes (`_Consumer._drain_messages`): offsets a rebalance
+made it skip are read again rather than committed over; stream records are held from an assignment until
+the flow resumes after the seek to the committed offsets, and a partition with no committed offset is
+sought to its first one (the comment over `_Consumer.on_partitions_assigned` says why); and a record is
+handed to its stream inline (`_start`) unless the hand-over has to wait, not through four tasks a record.
 
 The Kafka consumer runs on the app's own event loop (`_ConsumerThread`), not in a thread of its own as
 Faust has it. On the thread, every fetch went out and came back through `run_coroutine_threadsafe` (a
@@ -31,7 +34,7 @@ worker's own tables stay out of its fetches.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator, Iterable
 from typing import Any, cast
 
 import aiokafka
@@ -69,14 +72,18 @@ class _Consumer(AIOKafkaConsumer):
         self._sought: set[Any] = set()
         """Partitions sought (to their committed offsets, or back over skipped ones) with nothing handed
         over since: their read offset is the next to read, not the last read."""
+        self._reread_from: dict[Any, int] = {}
+        """Per partition, the offset last sought back to since it was sought to its committed offset."""
+        self._hold = _StreamHold()
 
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
         # `thread_loop`: the loop the aiokafka consumer is built on and runs on, the app's own.
         return _ConsumerThread(self, loop=self.loop, thread_loop=self.loop, beacon=self.beacon)
 
     async def _drain_messages(self, fetcher: Any) -> None:
-        """Faust 0.15's fetch loop (`faust.transport.consumer.Consumer._drain_messages`), with one change:
-        skipped offsets are read again, not committed over. Faust takes a jump in a partition's offsets for a
+        """Faust 0.15's fetch loop (`faust.transport.consumer.Consumer._drain_messages`), with stream records
+        held while `_hold` says so, records handed over inline (`_start`), and one more change: skipped
+        offsets are read again, not committed over. Faust takes a jump in a partition's offsets for a
         gap (compaction, transaction markers) and counts the missing offsets as processed. eyrie's input
         topics have neither, and a jump there means records the consumer fetched and never handed over: a
         rebalance ended a fetch's hand-over halfway and Faust's seek back to the committed offsets failed ("No
@@ -95,7 +102,8 @@ class _Consumer(AIOKafkaConsumer):
         unset_flag = self.diag.unset_flag
         commit_every = self._commit_every
         acks_enabled_for = self.app.topics.acks_enabled_for
-        reread_from: dict[Any, int] = {}  # per partition, the offset last sought back to
+        reread_from = self._reread_from
+        hold = self._hold
         yield_every = 100
         since_yield = 0
         try:
@@ -113,6 +121,9 @@ class _Consumer(AIOKafkaConsumer):
                         since_yield = 0
                     if tp in sought:
                         continue  # fetched past the offsets being read again: it comes back after them
+                    if hold.holding and acks_enabled_for(message.topic):
+                        hold.passed_over.add(tp)  # sought back to its read offset when the hold ends
+                        continue
                     offset = message.offset
                     r_offset = get_read_offset(tp)
                     if r_offset is not None and offset < r_offset:
@@ -133,7 +144,13 @@ class _Consumer(AIOKafkaConsumer):
                     if commit_every is not None and self._n_acked >= commit_every:
                         self._n_acked = 0
                         await self.commit()
-                    await self.wait_first(callback(message), self.suspend_flow.wait())
+                    # Faust awaits every delivery in `wait_first`, against a flow suspension: four tasks
+                    # and an asyncio.wait per record, about 45 µs, and two turns of the loop. A delivery
+                    # almost always finishes without waiting (its stream's queue has room), so it runs
+                    # inline, and only one that has to wait goes to `wait_first`.
+                    rest = _start(callback(message))
+                    if rest is not None:
+                        await self.wait_first(rest, self.suspend_flow.wait())
                     set_read_offset(tp, offset)
                     self._sought.discard(tp)
                 unset_flag(CONSUMER_FETCHING)
@@ -171,19 +188,141 @@ class _Consumer(AIOKafkaConsumer):
         if consumer is not None:
             consumer.resume(*_assigned(consumer, tps))
 
+    # Where a partition's records start after a rebalance. Faust's revoke clears the records the streams
+    # had not taken yet from their queues, and the assignment is to bring every stream partition back to its
+    # committed offset (`perform_seek`) before the streams go on. Two things broke that, each seen in the
+    # two-workers fault test as pods never placed:
+    # - aiokafka's `seek_to_committed` passes over a partition with no committed offset (or 0), so such a
+    #   partition went on from wherever its last fetch had stopped, past the cleared records. In one run a
+    #   second worker joined in the first second, before any commit: the sequencer partition went on at
+    #   offset 239, the shard was rebuilt up to there with outputs discarded, and most pods of offsets 28-238
+    #   were never placed.
+    # - Faust's table recovery resumes the flow before it seeks (to read the changelogs), and clears the
+    #   streams' queues again when it resumes them after the seek (`FlowControlEvent.resume`). Records
+    #   handed over in between, from before the seek or after it, were cleared with their read offsets
+    #   already past them: in one run 508 offsets of a pod-requests partition were never forwarded, and
+    #   its commits stopped there for good (Faust commits nothing above offsets never acknowledged).
+    # So stream records are held from the assignment until the flow resumes after the seek, and a
+    # partition with nothing committed is sought to its first offset. Records fetched while held are read
+    # again: the partitions they came from are sought back to their read offsets when the hold ends.
+
+    async def on_partitions_assigned(self, assigned: set[Any], generation_id: int = 0) -> None:
+        self._hold.assigned()
+        await super().on_partitions_assigned(assigned, generation_id)
+
     async def perform_seek(self) -> None:
+        self._hold.seeking()
         await super().perform_seek()
         self._sought.update(self._read_offset)
+        self._reread_from.clear()
+        consumer = self._thread._consumer
+        if consumer is not None:
+            acks_enabled_for = self.app.topics.acks_enabled_for
+            uncommitted = [
+                tp
+                for tp in consumer.assignment()
+                if not self._read_offset.get(tp) and acks_enabled_for(tp.topic)
+            ]
+            if uncommitted:
+                for tp, start in (await consumer.beginning_offsets(uncommitted)).items():
+                    consumer.seek(tp, start)
+                    self._read_offset[tp] = start  # Faust's own seek keeps 0 as None: "unknown"
+                    self._sought.add(tp)
+        self._hold.sought()
+
+    def resume_flow(self) -> None:
+        super().resume_flow()
+        passed_over = self._hold.resumed()
+        consumer = self._thread._consumer
+        if passed_over and consumer is not None:
+            # Their position is past the records passed over; with nothing fetched after them (the end of
+            # a partition) no jump would ever show it, and they would never be handed over.
+            assigned = consumer.assignment()
+            for tp in passed_over:
+                offset = self._read_offset.get(tp)
+                if offset is not None and tp in assigned:
+                    consumer.seek(aiokafka.TopicPartition(tp.topic, tp.partition), offset)
+                    self._sought.add(tp)
 
     async def seek(self, partition: Any, offset: int) -> None:
         await super().seek(partition, offset)
         self._sought.add(partition)
 
 
+class _StreamHold:
+    """Whether stream records are held back: from an assignment, or the start of a seek to the committed
+    offsets, until the flow resumes after such a seek has finished (see `_Consumer.on_partitions_assigned`).
+    A resume with no finished seek since (Faust's recovery resumes to read the changelogs) keeps holding."""
+
+    __slots__ = ("_sought", "holding", "passed_over")
+
+    def __init__(self) -> None:
+        self.holding = True
+        self._sought = False
+        self.passed_over: set[Any] = set()
+        """Partitions whose records were fetched and passed over while holding."""
+
+    def assigned(self) -> None:
+        self.holding, self._sought = True, False
+
+    seeking = assigned
+
+    def sought(self) -> None:
+        self._sought = True
+
+    def resumed(self) -> set[Any]:
+        """Ends the hold if a seek has finished since it began, and returns the partitions passed over
+        meanwhile, to seek back; else nothing."""
+        if not (self.holding and self._sought):
+            return set()
+        self.holding = False
+        passed_over, self.passed_over = self.passed_over, set()
+        return passed_over
+
+
 def _assigned(consumer: aiokafka.AIOKafkaConsumer, tps: list[Any]) -> list[aiokafka.TopicPartition]:
     """Faust's partitions that `consumer` has (aiokafka refuses to pause or resume any other)."""
     assigned = consumer.assignment()
     return [tp for tp in (aiokafka.TopicPartition(tp.topic, tp.partition) for tp in tps) if tp in assigned]
+
+
+def _start(delivery: Awaitable[Any]) -> Awaitable[Any] | None:
+    """Runs the coroutine `delivery` until it first waits: None if it finished without waiting (its value
+    dropped), else the rest of it, to await. An exception it raises before waiting is raised here. Any other
+    awaitable is returned as it is."""
+    if not isinstance(delivery, Coroutine):
+        return delivery
+    try:
+        awaiting = delivery.send(None)
+    except StopIteration:
+        return None
+    return _Suspended(delivery, awaiting)
+
+
+class _Suspended:
+    """A coroutine that suspended on `awaiting`: awaiting this goes on with it as ``await`` would have."""
+
+    __slots__ = ("awaiting", "coroutine")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any], awaiting: Any) -> None:
+        self.coroutine = coroutine
+        self.awaiting = awaiting
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, awaiting = self.coroutine, self.awaiting
+        try:
+            while True:
+                try:
+                    value = yield awaiting
+                except GeneratorExit:
+                    coroutine.close()
+                    raise
+                except BaseException as exc:  # cancellation included: it is the coroutine's to handle
+                    awaiting = coroutine.throw(exc)
+                else:
+                    awaiting = coroutine.send(value)
+        except StopIteration as stop:
+            return stop.value
 
 
 class _InLoop:

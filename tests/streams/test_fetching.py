@@ -1,10 +1,12 @@
 """A worker's Kafka consumer: it waits `fetch_max_wait_ms` for a fetch, not Faust's 1,500 ms; it runs on the
-app's loop, not a thread; a partition Faust pauses is paused in aiokafka too."""
+app's loop, not a thread; a partition Faust pauses is paused in aiokafka too; a record's hand-over runs
+inline until it has to wait, and then goes on as an await would."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from aiokafka import TopicPartition
 
 from streams.app import create_app
+from streams.fetching import _start, _StreamHold
 from streams.settings import load_settings
 
 # ------------------------------------------------------------------------------------------- builders
@@ -30,7 +33,93 @@ def kafka_consumer_of(app: faust.App) -> Any:
     return app.consumer._thread._create_worker_consumer(app.transport)
 
 
+async def handover(trace: list[str], gate: asyncio.Future[str] | None, fail: str | None) -> str:
+    """A hand-over as Faust's on_message is one: it waits only when `gate` is given (a full queue)."""
+    trace.append("started")
+    try:
+        if fail == "before waiting":
+            raise ValueError(fail)
+        if gate is not None:
+            trace.append(await gate)
+        if fail == "after waiting":
+            raise ValueError(fail)
+        trace.append("delivered")
+        return "value"
+    except asyncio.CancelledError:
+        trace.append("cancelled")
+        raise
+
+
 # ---------------------------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize(
+    ("case", "waits", "fail", "cancel", "expected"),
+    [
+        (
+            "a hand-over that never waits is done inside _start",
+            False,
+            None,
+            False,
+            ("done", ["started", "delivered"]),
+        ),
+        (
+            "an error before any wait is raised by _start",
+            False,
+            "before waiting",
+            False,
+            ("raised", ["started"]),
+        ),
+        (
+            "a hand-over that waits goes on when its future is set, and returns its value",
+            True,
+            None,
+            False,
+            ("value", ["started", "room", "delivered"]),
+        ),
+        (
+            "an error after the wait reaches whoever awaits the rest",
+            True,
+            "after waiting",
+            False,
+            ("raised", ["started", "room"]),
+        ),
+        (
+            "cancelling the task that awaits the rest cancels the hand-over itself",
+            True,
+            None,
+            True,
+            ("cancelled", ["started", "cancelled"]),
+        ),
+    ],
+)
+def test_a_records_hand_over_runs_inline_until_it_has_to_wait(
+    case: str, waits: bool, fail: str | None, cancel: bool, expected: tuple[str, list[str]]
+) -> None:
+    async def scenario() -> tuple[str, list[str]]:
+        trace: list[str] = []
+        gate = asyncio.get_running_loop().create_future() if waits else None
+        try:
+            rest = _start(handover(trace, gate, fail))
+        except ValueError:
+            return "raised", trace
+        if rest is None:
+            return "done", trace
+        task = asyncio.ensure_future(rest)
+        await asyncio.sleep(0)
+        if cancel:
+            task.cancel()
+        else:
+            assert gate is not None
+            gate.set_result("room")
+        try:
+            return await task, trace
+        except ValueError:
+            return "raised", trace
+        except asyncio.CancelledError:
+            return "cancelled", trace
+
+    assert asyncio.run(scenario()) == expected
 
 
 @pytest.mark.parametrize(
@@ -57,6 +146,14 @@ def test_a_plain_faust_worker_would_wait_1500_ms(tmp_path: Path) -> None:
         return int(kafka_consumer_of(app)._fetch_max_wait_ms)
 
     assert asyncio.run(build()) == 1500
+
+
+def test_an_awaitable_that_is_not_a_coroutine_is_left_to_be_awaited() -> None:
+    async def scenario() -> bool:
+        future = asyncio.get_running_loop().create_future()
+        return _start(future) is future
+
+    assert asyncio.run(scenario())
 
 
 @pytest.mark.kafka
@@ -136,3 +233,145 @@ def test_a_partition_faust_pauses_is_paused_in_the_kafka_consumer_too(
             await service.stop()
 
     assert asyncio.run(scenario()) == [{("fetching.changelog", 0)}, set()]
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize(
+    ("case", "committed", "acked", "expected"),
+    [
+        (
+            "a partition with no committed offset goes back to its first record, not on from its last fetch",
+            None,
+            True,
+            {"position": 0, "read_offset": 0, "sought": True},
+        ),
+        (
+            "a partition with a committed offset goes to it",
+            2,
+            True,
+            {"position": 2, "read_offset": 2, "sought": True},
+        ),
+        (
+            "a partition no stream acknowledges (a table's changelog) is left where it is",
+            None,
+            False,
+            {"position": 3, "read_offset": None, "sought": True},
+        ),
+    ],
+)
+def test_a_seek_to_the_committed_offsets_puts_every_stream_partition_where_its_commits_say(
+    case: str,
+    committed: int | None,
+    acked: bool,
+    expected: dict[str, Any],
+    kafka_bootstrap: str,
+    tmp_path: Path,
+) -> None:
+    """Faust seeks each partition to its committed offset after a rebalance; aiokafka skips a partition with
+    none, which then went on from its last fetch, past records cleared from the streams' queues."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    topic = f"fetching.seek-{uuid.uuid4().hex[:8]}"
+    tp = TopicPartition(topic, 0)
+
+    async def scenario() -> dict[str, Any]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+        finally:
+            await admin.close()
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            for value in range(5):
+                await producer.send_and_wait(topic, str(value).encode(), partition=0)
+        finally:
+            await producer.stop()
+        app: Any = worker_app(tmp_path, kafka_bootstrap)
+        app.topics.acks_enabled_for = lambda name: acked and name == topic
+        faust_consumer = app.consumer
+        service = faust_consumer._thread
+        await service.start()
+        try:
+            consumer = service._ensure_consumer()
+            consumer.assign([tp])
+            if committed is not None:
+                await consumer.commit({tp: committed})
+            consumer.seek(tp, 3)  # where a fetch before the rebalance left it
+            await faust_consumer.perform_seek()
+            return {
+                "position": await consumer.position(tp),
+                "read_offset": faust_consumer._read_offset.get(tp),
+                "sought": tp in faust_consumer._sought,
+            }
+        finally:
+            await service.stop()
+
+    assert asyncio.run(scenario()) == expected
+
+
+@pytest.mark.parametrize(
+    ("case", "events", "holding"),
+    [
+        ("a consumer holds stream records until its first assignment is sought and resumed", [], True),
+        ("an assignment holds them", ["sought", "resumed", "assigned"], True),
+        (
+            "the flow resuming before the seek (to read changelogs) keeps holding",
+            ["assigned", "resumed"],
+            True,
+        ),
+        (
+            "a finished seek alone keeps holding: the queues are cleared on the resume",
+            ["assigned", "sought"],
+            True,
+        ),
+        (
+            "the resume after a finished seek lets them through",
+            ["assigned", "resumed", "sought", "resumed"],
+            False,
+        ),
+        (
+            "a seek starting again holds them until the resume after it",
+            ["assigned", "sought", "resumed", "seeking"],
+            True,
+        ),
+        (
+            "a seek started but not finished keeps holding through a resume",
+            ["assigned", "seeking", "resumed"],
+            True,
+        ),
+    ],
+)
+def test_stream_records_are_held_from_an_assignment_until_the_flow_resumes_after_the_seek(
+    case: str, events: list[str], holding: bool
+) -> None:
+    hold = _StreamHold()
+    for event in events:
+        getattr(hold, event)()
+    assert hold.holding is holding
+
+
+@pytest.mark.parametrize(
+    ("case", "events", "sought_back"),
+    [
+        (
+            "a resume that ends the hold returns what was passed over",
+            ["assigned", "sought", "resumed"],
+            {"a"},
+        ),
+        ("a resume that keeps holding returns nothing yet", ["assigned", "resumed"], set()),
+        ("what was passed over is returned once", ["assigned", "sought", "resumed", "resumed"], set()),
+    ],
+)
+def test_partitions_passed_over_while_holding_are_sought_back_when_the_hold_ends(
+    case: str, events: list[str], sought_back: set[str]
+) -> None:
+    """A partition at its end fetches nothing more, so no jump past its read offset would ever show."""
+    hold = _StreamHold()
+    hold.passed_over.add("a")
+    returned: set[str] = set()
+    for event in events:
+        returned = getattr(hold, event)() or set()
+    assert returned == sought_back
