@@ -135,27 +135,16 @@ def test_broker_up_returns_once_metadata_answers_and_down_stops_it(tmp_path: Pat
 async def test_session_broker_serves_a_client_round_trip_and_names_its_resolution(
     kafka_bootstrap: str,
 ) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka import AIOKafkaConsumer
+
+    from tests.topics import topic_with
 
     description = describe_resolution()
     assert kafka_bootstrap in description or description.startswith("KAFKA_BOOTSTRAP_SERVERS=")
 
     # Topics are never auto-created, so this also proves the admin path the pipeline relies on works.
     topic = f"test-broker-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-    finally:
-        await admin.close()
-
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
-    await producer.start()
-    try:
-        await producer.send_and_wait(topic, b"hello eyrie")
-    finally:
-        await producer.stop()
+    await topic_with(kafka_bootstrap, topic, [b"hello eyrie"])
 
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest")
     await consumer.start()

@@ -17,6 +17,7 @@ from aiokafka import TopicPartition
 from streams.app import create_app
 from streams.fetching import _start, _StreamHold
 from streams.settings import load_settings
+from tests.topics import topic_with
 
 # ------------------------------------------------------------------------------------------- builders
 
@@ -269,26 +270,11 @@ def test_a_seek_to_the_committed_offsets_puts_every_stream_partition_where_its_c
 ) -> None:
     """Faust seeks each partition to its committed offset after a rebalance; aiokafka skips a partition with
     none, which then went on from its last fetch, past records cleared from the streams' queues."""
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
     topic = f"fetching.seek-{uuid.uuid4().hex[:8]}"
     tp = TopicPartition(topic, 0)
 
     async def scenario() -> dict[str, Any]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-        await admin.start()
-        try:
-            await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-        finally:
-            await admin.close()
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
-        await producer.start()
-        try:
-            for value in range(5):
-                await producer.send_and_wait(topic, str(value).encode(), partition=0)
-        finally:
-            await producer.stop()
+        await topic_with(kafka_bootstrap, topic, (str(value).encode() for value in range(5)))
         app: Any = worker_app(tmp_path, kafka_bootstrap)
         app.topics.acks_enabled_for = lambda name: acked and name == topic
         faust_consumer = app.consumer
