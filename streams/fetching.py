@@ -227,7 +227,6 @@ class _Consumer(AIOKafkaConsumer):
                 for tp, start in (await consumer.beginning_offsets(uncommitted)).items():
                     consumer.seek(tp, start)
                     self._read_offset[tp] = start  # Faust's own seek keeps 0 as None: "unknown"
-                    self._sought.add(tp)
         self._hold.sought()
 
     def resume_flow(self) -> None:
@@ -240,9 +239,8 @@ class _Consumer(AIOKafkaConsumer):
             assigned = consumer.assignment()
             for tp in passed_over:
                 offset = self._read_offset.get(tp)
-                if offset is not None and tp in assigned:
+                if offset is not None and tp in assigned:  # still sought: nothing was handed over
                     consumer.seek(aiokafka.TopicPartition(tp.topic, tp.partition), offset)
-                    self._sought.add(tp)
 
     async def seek(self, partition: Any, offset: int) -> None:
         await super().seek(partition, offset)

@@ -1,6 +1,7 @@
 """A worker's Kafka consumer: it waits `fetch_max_wait_ms` for a fetch, not Faust's 1,500 ms; it runs on the
 app's loop, not a thread; a partition Faust pauses is paused in aiokafka too; a record's hand-over runs
-inline until it has to wait, and then goes on as an await would."""
+inline until it has to wait, and then goes on as an await would; after a rebalance every stream partition
+starts where its commits say, and its records wait until it does."""
 
 from __future__ import annotations
 
