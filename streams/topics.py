@@ -7,9 +7,12 @@ topic silently subscribes to nothing), so everything that produces or consumes c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
 
 from schemas.exceptions import BrokerError
 from streams.security import client_security, kafka_errors
@@ -62,11 +65,16 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
     return specs
 
 
-async def _wait_for_leaders(admin: AIOKafkaAdminClient, topics: list[str], timeout: float = 15.0) -> None:
-    # A producer that starts before partition leaders exist gets NotLeaderForPartition and retries;
-    # waiting here keeps first sends clean and their latency honest.
-    deadline = asyncio.get_running_loop().time() + timeout
-    while topics and asyncio.get_running_loop().time() < deadline:
+async def _wait_until_served(
+    admin: AIOKafkaAdminClient, settings: Settings, topics: list[str], timeout: float = 15.0
+) -> None:
+    # A producer that starts before the partitions are served gets NotLeaderForPartition, retries and logs a
+    # warning per retry (the first thing `make demo` printed). Metadata names a leader as soon as the KRaft
+    # controller picks one, before the leader broker hosts the partition, so leaders alone are not enough:
+    # the partitions are served once ListOffsets (`end_offsets`, which retries quietly) answers for each.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while topics and loop.time() < deadline:
         described = await admin.describe_topics(topics)
         if all(
             topic["error_code"] == 0
@@ -74,6 +82,24 @@ async def _wait_for_leaders(admin: AIOKafkaAdminClient, topics: list[str], timeo
             and all(p["leader"] >= 0 for p in topic["partitions"])
             for topic in described
         ):
+            partitions = [
+                TopicPartition(topic["topic"], p["partition"])
+                for topic in described
+                for p in topic["partitions"]
+            ]
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=settings.bootstrap_servers,
+                client_id=settings.client_id,
+                request_timeout_ms=max(1, int((deadline - loop.time()) * 1000)),
+                retry_backoff_ms=10,
+                **client_security(settings),
+            )
+            await consumer.start()
+            try:
+                with contextlib.suppress(KafkaError):  # not served in time: the producers' retries remain
+                    await consumer.end_offsets(partitions)
+            finally:
+                await consumer.stop()
             return
         await asyncio.sleep(0.1)
 
@@ -113,7 +139,7 @@ async def ensure_topics(settings: Settings, extra: list[NewTopic] | None = None)
                     )
                 if code == 0:
                     created.append(name)
-            await _wait_for_leaders(admin, created)
+            await _wait_until_served(admin, settings, created)
             return created
     finally:
         await admin.close()

@@ -1,5 +1,6 @@
 """The client against a real broker: bulk publish and read-back, dead letters, decisions."""
 
+import logging
 import uuid
 from collections import defaultdict
 
@@ -58,6 +59,23 @@ async def test_twenty_thousand_pod_requests_come_back_equal_and_in_order_per_key
     assert client.dead_letters == 0
     for uid, pods in published.items():
         assert received[uid] == pods, f"{uid} came back different or out of order"
+
+
+async def test_topics_the_client_creates_take_a_first_record_on_every_partition_without_a_retry(
+    kafka_bootstrap, caplog
+):
+    # Before the client waited for the partitions to be served, such sends met NotLeaderForPartition
+    # (about a dozen retries per set of topics on this broker), each logged as a warning.
+    settings = isolated_settings(kafka_bootstrap)
+    caplog.set_level(logging.WARNING, logger="aiokafka")
+    async with EyrieClient(settings) as client:
+        for short in ("pod-requests", "bindings", "binding-results", "metrics"):
+            for partition in range(settings.partitions):
+                await client.send(short, f"first-{partition}", b"{}", partition=partition)
+        await client.flush()
+
+    retries = [record.getMessage() for record in caplog.records if "retrying" in record.getMessage()]
+    assert retries == []
 
 
 async def test_metric_samples_published_together_come_back_one_by_one_in_order(kafka_bootstrap):
