@@ -34,12 +34,25 @@ class LogEvent:
     line: int = 0
 
 
-def open_text(path: str | Path, mode: str = "r") -> IO[str]:
+def open_text(path: str | Path, mode: str = "r", *, field: str | None = None) -> IO[str]:
+    """`path` as text (gzip by its name, ``-`` for stdin or stdout). A path that cannot be opened is an
+    `InvalidInput` naming it (and `field`, the option or argument it came from), not an `OSError`."""
     if str(path) == "-":
         return sys.stdin if "r" in mode else sys.stdout
-    if str(path).endswith(".gz"):
-        return cast(IO[str], gzip.open(path, mode.replace("t", "") + "t", encoding="utf-8"))
-    return open(path, mode, encoding="utf-8")
+    try:
+        if str(path).endswith(".gz"):
+            return cast(IO[str], gzip.open(path, mode.replace("t", "") + "t", encoding="utf-8"))
+        return open(path, mode, encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"{path}: {_reason(exc, Path(path), reading='r' in mode)}", field=field) from None
+
+
+def _reason(exc: OSError, path: Path, *, reading: bool) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such file" if reading else f"no such directory: {path.parent}"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory"
+    return f"cannot {'read' if reading else 'write'}: {exc.strerror or exc}"
 
 
 def _parse_line(text: str, number: int) -> LogEvent:
@@ -68,11 +81,14 @@ def _parse_line(text: str, number: int) -> LogEvent:
     return LogEvent(float(ts), topic, key, value, number)
 
 
-def read_events(path: str | Path, *, strict_order: bool = True) -> Iterator[LogEvent]:
+def read_events(
+    path: str | Path, *, strict_order: bool = True, field: str | None = None
+) -> Iterator[LogEvent]:
     """Yield events one at a time. Blank lines are skipped; a ``ts`` going backwards is an error when
-    `strict_order` (replay relies on the order)."""
-    stream = open_text(path)
+    `strict_order` (replay relies on the order). `field` names the path's option in an error."""
+    stream = open_text(path, field=field)
     last_ts = -math.inf
+    number = 0
     try:
         for number, text in enumerate(stream, start=1):
             if not text.strip():
@@ -82,16 +98,26 @@ def read_events(path: str | Path, *, strict_order: bool = True) -> Iterator[LogE
                 raise EventLogError(f"ts {event.ts} goes back from {last_ts}", line=number, field="ts")
             last_ts = max(last_ts, event.ts)
             yield event
+    # Text is decoded (and a .gz inflated) a block at a time, ahead of the lines parsed: the place is "after
+    # the last good line", not a line number.
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path}: not UTF-8 text{_after(number)}", field=field) from None
+    except (OSError, EOFError) as exc:  # a corrupt or truncated .gz
+        raise InvalidInput(f"{path}: cannot read{_after(number)}: {exc}", field=field) from None
     finally:
         if stream is not sys.stdin:
             stream.close()
 
 
+def _after(line: int) -> str:
+    return f" after line {line}" if line else ""
+
+
 class EventLogWriter:
     """Appends events as JSON Lines; use as a context manager."""
 
-    def __init__(self, path: str | Path) -> None:
-        self._stream = open_text(path, "w")
+    def __init__(self, path: str | Path, *, field: str | None = None) -> None:
+        self._stream = open_text(path, "w", field=field)
         self.count = 0
 
     def write(self, ts: float, topic: str, key: str | None, value: BaseModel | dict[str, Any]) -> None:

@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 
-from schemas.eventlog import EventLogWriter, read_events
+from schemas.eventlog import EventLogWriter, open_text, read_events
 from schemas.exceptions import ConfigError
 from streams.cli_common import (
     BootstrapOption,
@@ -77,15 +76,24 @@ def replay(
         if value is not None and not value > 0:
             raise ConfigError(f"{name}: must be greater than 0")
     settings = settings_from(bootstrap, config)
-    total = sum(1 for _ in read_events(log))  # also validates the whole log before anything is sent
-    with progress() as bar:
-        task = bar.add_task("replaying", total=total)
+    # Counting the events also validates the whole log before anything is sent.
+    total = sum(1 for _ in read_events(log, field="LOG"))
+    # Opened before the replay, so a path that cannot be written fails now, not after a long offline run.
+    sink = open_text(out, "w", field="--out") if out is not None else sys.stdout
+    try:
+        with progress() as bar:
+            task = bar.add_task("replaying", total=total)
+            if offline:
+                result = replay_offline(log, settings, on_event=lambda: bar.advance(task))
+            else:
+                stats = asyncio.run(
+                    replay_live(log, settings, speed=speed, rate=rate, on_event=lambda: bar.advance(task))
+                )
         if offline:
-            result = replay_offline(log, settings, on_event=lambda: bar.advance(task))
-        else:
-            stats = asyncio.run(
-                replay_live(log, settings, speed=speed, rate=rate, on_event=lambda: bar.advance(task))
-            )
+            write_decisions(result.decisions, sink)
+    finally:
+        if sink is not sys.stdout:
+            sink.close()
     if not offline:
         typer.echo(
             f"published {stats.events} events ({stats.watermarks} watermarks) in {stats.seconds:.1f} s "
@@ -93,11 +101,6 @@ def replay(
             err=True,
         )
         return
-    if out is not None:
-        write_decisions(result.decisions, out)
-    else:
-        for decision in sorted(result.decisions, key=lambda d: d.uid):
-            sys.stdout.write(orjson.dumps(decision.to_json()).decode() + "\n")
     counts: dict[str, int] = {}
     for decision in result.decisions:
         counts[decision.status] = counts.get(decision.status, 0) + 1
@@ -132,7 +135,7 @@ def record(
 
     async def go() -> int:
         async with EyrieClient(settings) as client:
-            with progress() as bar, EventLogWriter(out) as writer:
+            with progress() as bar, EventLogWriter(out, field="--out") as writer:
                 task = bar.add_task("recording", total=None)
                 return await record_topics(
                     client,

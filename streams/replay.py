@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 from pydantic import BaseModel
@@ -225,8 +225,8 @@ async def replay_live(
     return stats
 
 
-def write_decisions(decisions: list[Decision], out: str | Path) -> None:
-    with open(out, "wb") as stream:
-        for decision in sorted(decisions, key=lambda d: d.uid):
-            stream.write(orjson.dumps(decision.to_json()))
-            stream.write(b"\n")
+def write_decisions(decisions: list[Decision], stream: IO[str]) -> None:
+    """One JSON object per pod and line, by uid (what `eyrie decisions` prints)."""
+    for decision in sorted(decisions, key=lambda d: d.uid):
+        stream.write(orjson.dumps(decision.to_json()).decode())
+        stream.write("\n")

@@ -1,5 +1,6 @@
 """Recorded event logs: written and read back line by line, bad lines reported by number."""
 
+import gzip
 import tracemalloc
 
 import orjson
@@ -7,7 +8,7 @@ import pytest
 
 from schemas.eventlog import EventLogWriter, read_events
 from schemas.events import MetricSample
-from schemas.exceptions import EventLogError
+from schemas.exceptions import EventLogError, InvalidInput
 from schemas.pod import PodDeleted, PodRequest
 
 
@@ -61,6 +62,62 @@ def test_a_bad_line_is_reported_with_its_number_and_field(tmp_path, case, lines,
     assert error.value.line == line
     assert error.value.field == field
     assert str(error.value).startswith(f"line {line}")
+
+
+GOOD_LINE = b'{"ts": 0, "topic": "pod-requests", "key": "a", "value": {"uid": "a"}}\n'
+
+
+def missing(tmp_path):
+    return tmp_path / "nope.jsonl"
+
+
+def a_directory(tmp_path):
+    return tmp_path
+
+
+def plain_text_named_gz(tmp_path):
+    path = tmp_path / "log.jsonl.gz"
+    path.write_bytes(GOOD_LINE)
+    return path
+
+
+def a_truncated_gz(tmp_path):
+    path = tmp_path / "log.jsonl.gz"
+    path.write_bytes(gzip.compress(GOOD_LINE * 2000)[:200])
+    return path
+
+
+def latin_1_text(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(
+        GOOD_LINE + b'{"ts": 1, "topic": "pod-requests", "key": "\xe9", "value": {"uid": "a"}}\n'
+    )
+    return path
+
+
+UNREADABLE = [
+    ("a missing log says there is no such file", missing, "nope.jsonl: no such file"),
+    ("a directory says it is one", a_directory, "is a directory"),
+    ("plain text named .gz says it cannot be read", plain_text_named_gz, "cannot read: Not a gzipped file"),
+    ("a truncated .gz says it cannot be read", a_truncated_gz, "log.jsonl.gz: cannot read"),
+    ("bytes that are not UTF-8 say so", latin_1_text, "log.jsonl: not UTF-8 text"),
+]
+
+
+@pytest.mark.parametrize(("case", "make", "expected"), UNREADABLE, ids=[c[0] for c in UNREADABLE])
+def test_a_log_that_cannot_be_read_is_invalid_input_naming_the_path_and_option(
+    tmp_path, case, make, expected
+):
+    with pytest.raises(InvalidInput) as error:
+        list(read_events(make(tmp_path), field="LOG"))
+    assert error.value.field == "LOG"
+    assert str(error.value).startswith("LOG: ")
+    assert expected in str(error.value)
+
+
+def test_a_log_written_into_a_missing_directory_names_the_directory(tmp_path):
+    with pytest.raises(InvalidInput, match=r"^--out: .*x\.jsonl: no such directory: .*nope$"):
+        EventLogWriter(tmp_path / "nope" / "x.jsonl", field="--out")
 
 
 def test_reading_a_large_log_runs_in_constant_memory(tmp_path):

@@ -79,6 +79,23 @@ def test_publish_of_a_missing_file_exits_2(tmp_path):
     assert "no such file" in result.stderr
 
 
+def test_replay_of_a_missing_log_exits_2_with_one_line_naming_the_argument(tmp_path):
+    result = eyrie("replay", tmp_path / "nope.jsonl", "--offline")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"error: LOG: {tmp_path / 'nope.jsonl'}: no such file"]
+
+
+def test_replay_into_a_missing_directory_fails_before_replaying(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"ts": 0, "topic": "pod-requests", "key": "a", "value": {"uid": "a"}}\n')
+    result = eyrie("replay", log, "--offline", "--out", tmp_path / "nope" / "out.jsonl")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        f"error: --out: {tmp_path / 'nope' / 'out.jsonl'}: no such directory: {tmp_path / 'nope'}"
+    ]
+
+
 def test_dry_run_validates_every_kind_of_document(tmp_path):
     (tmp_path / "pods.yaml").write_text(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - name: a\n"
