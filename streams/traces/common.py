@@ -172,7 +172,7 @@ def write_log(
     truncated = False
     iterator = iter(events)
     try:
-        with EventLogWriter(out) as writer:
+        with EventLogWriter(out, field="out") as writer:
             for ts, topic, key, value in iterator:
                 if limit is not None and writer.count >= limit:
                     truncated = True
