@@ -22,6 +22,8 @@ zones, GPUs, taints, affinities), the nodes start empty.
 4. **Latency**: once a probe pod's verdict says the flat-out backlog is drained, the remaining pods
    published at `--latency-rate` (default: half the measured throughput); per pod, publish → its final
    result as this process receives it; p50, p99.
+   Over this phase, each process's cores kept busy and its cores' worth of waiting for a CPU (`CpuMeter`:
+   this process, the applier, the workers, and the broker when it is the one Kafka process here).
 
 The worker and the applier are separate processes; the broker, they and this process share the machine's
 cores. With `--cprofile DIR`, the worker and the applier run under cProfile and write
@@ -117,6 +119,56 @@ def in_process_rate(workload: Workload) -> tuple[float, int]:
 
 
 # ------------------------------------------------------------------------------------------ processes
+
+
+# ------------------------------------------------------------------------------------------ CPU
+
+
+def _schedstat(pid: int) -> tuple[int, int]:
+    """Nanoseconds a process's threads spent on a CPU and runnable but waiting for one (Linux schedstat)."""
+    on_cpu = waiting = 0
+    for path in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        with contextlib.suppress(OSError, ValueError):
+            run, wait, _ = path.read_text().split()
+            on_cpu, waiting = on_cpu + int(run), waiting + int(wait)
+    return on_cpu, waiting
+
+
+def local_broker_pid() -> int | None:
+    """The Kafka broker's pid when exactly one runs on this machine (the local broker): its CPU counts too."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if b"kafka.Kafka" in cmdline.read_bytes().split(b"\0"):
+                found.append(int(cmdline.parent.name))
+    return found[0] if len(found) == 1 else None
+
+
+class CpuMeter:
+    """Per process, the cores it kept busy over a phase, and the cores' worth of time it was runnable but
+    waited for a CPU. The pipeline shares this machine's cores with its broker and with this benchmark: the
+    sum says how close a rate comes to saturating them, which is what sets the latency tail."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self._start: dict[str, tuple[int, int]] = {}
+        self._started = 0.0
+
+    def start(self) -> None:
+        self._start = {name: _schedstat(pid) for name, pid in self.pids.items()}
+        self._started = time.monotonic()
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        seconds = max(time.monotonic() - self._started, 1e-9)
+        shares = {}
+        for name, pid in self.pids.items():
+            on_cpu, waiting = _schedstat(pid)
+            before = self._start[name]
+            shares[name] = {
+                "on_cpu": (on_cpu - before[0]) / 1e9 / seconds,
+                "waiting": (waiting - before[1]) / 1e9 / seconds,
+            }
+        return shares
 
 
 # ------------------------------------------------------------------------------------------ Kafka side
@@ -366,6 +418,12 @@ class Figures:
     conflicts: int
     missing: int
     warm_up_s: float
+    cpu: dict[str, dict[str, float]]
+    """`CpuMeter` over the latency phase, by process."""
+
+    def cpu_ms_per_pod(self) -> float:
+        """Every measured process's CPU time per pod at the latency rate."""
+        return sum(share["on_cpu"] for share in self.cpu.values()) * 1000 / self.latency_rate
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -388,6 +446,11 @@ class Figures:
             "conflicts": self.conflicts,
             "missing": self.missing,
             "warm_up_s": round(self.warm_up_s, 2),
+            "cpu_ms_per_pod": round(self.cpu_ms_per_pod(), 2),
+            "cpu_in_latency_phase": {
+                name: {key: round(value, 3) for key, value in shares.items()}
+                for name, shares in self.cpu.items()
+            },
         }
 
 
@@ -398,7 +461,8 @@ async def _measure(
     latency_pods: Sequence[PodRequest],
     latency_rate: float | None,
     timeout: float,
-) -> tuple[float, float, dict[str, float], Results, float]:
+    meter: CpuMeter,
+) -> tuple[float, float, dict[str, float], Results, float, dict[str, dict[str, float]]]:
     results = Results(settings)
     await results.start()
     try:
@@ -410,14 +474,16 @@ async def _measure(
         pods_per_s = len(finished) / (max(finished) - min(sent.values())) if finished else 0.0
         rate = latency_rate or max(1.0, pods_per_s / 2)
         await probe(settings, results, timeout, "drain")
+        meter.start()
         sent = await publish_pods(settings, latency_pods, rate)
         uids = [pod.uid for pod in latency_pods]
         await results.wait_for(uids, timeout)
+        cpu = meter.stop()
         latencies = [(results.final_at[uid] - sent[uid]) * 1000 for uid in uids if uid in results.final_at]
         latency = {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99)}
     finally:
         await results.stop()
-    return pods_per_s, rate, latency, results, warm
+    return pods_per_s, rate, latency, results, warm, cpu
 
 
 def run(args: argparse.Namespace) -> Figures:
@@ -465,7 +531,12 @@ def run(args: argparse.Namespace) -> Figures:
                 f"{args.samples_per_record} per record",
                 flush=True,
             )
-            pods_per_s, rate, latency, results, warm = asyncio.run(
+            pids = {"benchmark": os.getpid(), "applier": processes[0].pid}
+            pids.update((f"worker-{i}" if i else "worker", p.pid) for i, p in enumerate(processes[1:]))
+            broker_pid = local_broker_pid()
+            if broker_pid is not None:
+                pids["broker"] = broker_pid
+            pods_per_s, rate, latency, results, warm, cpu = asyncio.run(
                 _measure(
                     settings,
                     workload,
@@ -473,6 +544,7 @@ def run(args: argparse.Namespace) -> Figures:
                     workload.pods[split:],
                     args.latency_rate,
                     args.timeout,
+                    CpuMeter(pids),
                 )
             )
         finally:
@@ -498,6 +570,7 @@ def run(args: argparse.Namespace) -> Figures:
         conflicts=results.conflicts,
         missing=sum(1 for uid in uids if uid not in results.final_at),
         warm_up_s=warm,
+        cpu=cpu,
     )
 
 
@@ -521,6 +594,16 @@ def render(figures: Figures) -> str:
             f"metrics, {figures.metrics_samples:,} samples, {figures.samples_per_record} per record",
             f"{figures.metrics_samples_per_s:,.0f} samples/s per worker "
             f"({figures.metrics_samples_per_s / figures.metrics_single_samples_per_s:.1f} × one per record)",
+        ),
+        (
+            f"cores busy in the latency phase (of {os.cpu_count()})",
+            f"{sum(share['on_cpu'] for share in figures.cpu.values()):.2f} "
+            f"({figures.cpu_ms_per_pod():.2f} ms of CPU per pod): "
+            + ", ".join(f"{name} {share['on_cpu']:.2f}" for name, share in figures.cpu.items()),
+        ),
+        (
+            "cores' worth of waiting for a CPU",
+            ", ".join(f"{name} {share['waiting']:.2f}" for name, share in figures.cpu.items()),
         ),
         (
             "unschedulable / conflicts / missing",
