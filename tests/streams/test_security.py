@@ -571,7 +571,8 @@ async def test_an_oversized_record_is_refused_with_one_line_and_topics_carry_the
 @pytest.mark.kafka
 @pytest.mark.slow
 def test_a_worker_and_an_applier_place_a_pod_through_the_secured_listener(secured_broker, tmp_path):
-    """`eyrie publish`, `eyrie worker`, `eyrie applier` and `eyrie decisions`, all over SASL_SSL."""
+    """`eyrie publish`, `eyrie worker`, `eyrie applier` and `eyrie decisions`, all over SASL_SSL; then a
+    new worker, which rebuilds the shard from its partition (a consumer of its own) before the next pod."""
     prefix = f"w{uuid.uuid4().hex[:8]}."
     env = security_env(
         secured_broker,
@@ -581,19 +582,14 @@ def test_a_worker_and_an_applier_place_a_pod_through_the_secured_listener(secure
     )
     resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
     node = {"type": "upsert", "node": {"name": "n1", "capacity": resources, "allocatable": resources}}
-    pod = {"uid": "secure-pod", "requests": {"cpu": "1"}}
-    documents = tmp_path / "inputs.jsonl"
-    documents.write_text("".join(orjson.dumps(document).decode() + "\n" for document in (node, pod)))
-    logs = {role: open(tmp_path / f"{role}.log", "wb") for role in ("worker", "applier")}  # noqa: SIM115
-    processes = {
-        role: subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", role], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        for role, log in logs.items()
-    }
-    try:
-        published = eyrie("publish", documents, env=env)
+
+    def publish(*documents):
+        path = tmp_path / "inputs.jsonl"
+        path.write_text("".join(orjson.dumps(document).decode() + "\n" for document in documents))
+        published = eyrie("publish", path, env=env)
         assert published.returncode == 0, published.stderr
+
+    def decision_of(uid):
         deadline, decision = time.monotonic() + 120, None
         while time.monotonic() < deadline:
             # The flags, not the environment, carry the security settings here.
@@ -617,24 +613,47 @@ def test_a_worker_and_an_applier_place_a_pod_through_the_secured_listener(secure
             result = eyrie("decisions", "-b", secured_broker.bootstrap, *flags, env=plain_env)
             assert result.returncode == 0, result.stderr
             decisions = [orjson.loads(line) for line in result.stdout.splitlines()]
-            decision = next((d for d in decisions if d["uid"] == "secure-pod"), None)
+            decision = next((d for d in decisions if d["uid"] == uid), None)
             if decision is not None and decision["status"] == "applied":
                 break
             time.sleep(2)
-        logs_text = "".join((tmp_path / f"{role}.log").read_text(errors="replace") for role in logs)
-        assert decision is not None and decision["status"] == "applied", logs_text[-3000:]
+        return decision
+
+    def start(role, log_name):
+        log = open(tmp_path / log_name, "wb")  # noqa: SIM115 (closed with the process)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", role], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        return process, log
+
+    def stop(process, log):
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+    def logs_text():
+        return "".join(path.read_text(errors="replace") for path in sorted(tmp_path.glob("*.log")))
+
+    running = [start("applier", "applier.log"), start("worker", "worker.log")]
+    try:
+        publish(node, {"uid": "secure-pod", "requests": {"cpu": "1"}})
+        decision = decision_of("secure-pod")
+        assert decision is not None and decision["status"] == "applied", logs_text()[-3000:]
         assert decision["node"] == "n1"
-        assert ALICE not in logs_text
+
+        stop(*running.pop())
+        running.append(start("worker", "worker-2.log"))
+        publish({"uid": "secure-pod-2", "requests": {"cpu": "1"}})
+        decision = decision_of("secure-pod-2")
+        assert decision is not None and decision["status"] == "applied", logs_text()[-3000:]
+        assert re.search(r"shard 0 rebuilt from [1-9]\d* envelopes", (tmp_path / "worker-2.log").read_text())
+        assert ALICE not in logs_text()
     finally:
-        for process in processes.values():
-            process.terminate()
-        for process in processes.values():
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        for log in logs.values():
-            log.close()
+        for process, log in running:
+            stop(process, log)
 
 
 @pytest.mark.kafka
