@@ -18,7 +18,7 @@ from streams.batching import take_batches
 
 _apps = itertools.count()
 QUIET_S = 0.02
-"""The lull used in these cases (`streams.batching.QUIET_S` is 1 ms): wide enough for a loaded machine."""
+"""A lull long enough to measure on a loaded machine (`streams.batching.QUIET_S` is 0: one loop turn)."""
 WINDOW = 0.3
 WITHIN = 0.05
 
