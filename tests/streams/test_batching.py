@@ -67,6 +67,23 @@ def test_full_batches_are_handed_over_at_once_and_a_lone_record_after_the_lull_n
     assert QUIET_S <= lone - late < WINDOW / 2
 
 
+def test_with_the_production_lull_of_one_loop_turn_a_burst_is_one_batch_and_a_lone_record_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.setattr(streams.batching, "QUIET_S", 0.0)
+    agent, batches = batching_agent(max_=1000, within=WINDOW)
+
+    async def scenario() -> None:
+        async with agent.test_context() as context:
+            await asyncio.gather(*(context.put(value) for value in range(5)))  # as a fetch hands them over
+            await asyncio.sleep(WITHIN)
+            await context.put("late")
+            await asyncio.sleep(WITHIN)
+
+    asyncio.run(scenario())
+    assert [values for values, _ in batches] == [[0, 1, 2, 3, 4], ["late"]]
+
+
 def test_records_that_keep_coming_make_one_batch_until_they_stop_or_the_window_ends():
     agent, batches = batching_agent(max_=1000, within=WINDOW)
 
