@@ -28,8 +28,8 @@ QUIET_S = 0.0
 backlog arrive back to back and make large batches, a lone record waits only this long. At 0, one turn of
 the event loop: the consumer hands over a fetch's records inline (`streams.fetching`), so a backlog's batch
 is whole by then. It was 1 ms, a timed wait per batch and hop; on a machine where a 1 ms wait cost 82 µs
-of CPU, 0 took 15-25 % off the worker's CPU and 5 ms off p50 at 50 pods/s, and moved nothing beyond the
-noise under load (README, "Pipeline benchmark")."""
+of CPU, 0 took about a fifth off the worker's CPU and 5 ms off p50 at 50 pods/s, and moved nothing beyond
+the noise under load (README, "Pipeline benchmark")."""
 
 IDLE_CHECK_S = 1.0
 """How often an idle taker wakes to see whether its stream stopped."""
