@@ -142,11 +142,31 @@ class _Batch:
 
 @dataclass(slots=True)
 class _Rejection:
-    """Which filter dropped which rows (a mask per filter); reasons are worked out only when read."""
+    """Which filter dropped which rows; masks and reasons are worked out only when read.
+
+    A cycle records each filter's answer with the rows still passing before it (`record`), which costs
+    nothing: nearly every pod is placed, and only a failed or explained cycle asks which filter dropped a
+    row. Read within the cycle that recorded it, before anything changes the arrays it refers to."""
 
     ctx: CycleContext
-    steps: list[tuple[Any, BoolArray]] = field(default_factory=list)
+    _answers: list[tuple[Any, BoolArray, BoolArray | None]] = field(default_factory=list)
+    _steps: list[tuple[Any, BoolArray]] | None = None
     _reasons: dict[int, list[str]] | None = None
+
+    def record(self, plugin: Any, keep: BoolArray, passing_before: BoolArray | None) -> None:
+        self._answers.append((plugin, keep, passing_before))
+
+    @property
+    def steps(self) -> list[tuple[Any, BoolArray]]:
+        """Per filter that dropped any row, the rows it dropped: a row is charged to the first plugin that
+        rejects it, as kube-scheduler stops at the first."""
+        if self._steps is None:
+            self._steps = []
+            for plugin, keep, before in self._answers:
+                dropped = ~keep if before is None else before & ~keep
+                if dropped.any():
+                    self._steps.append((plugin, dropped))
+        return self._steps
 
     def by_row(self) -> dict[int, str]:
         return {int(row): plugin.name for plugin, dropped in self.steps for row in np.flatnonzero(dropped)}
@@ -397,18 +417,17 @@ class Scheduler:
         # Filter: every plugin answers for all rows at once (a slice: numpy reads views, gathers nothing);
         # a row is charged to the first plugin that rejects it, as kube-scheduler stops at the first.
         total_nodes = snapshot.size
+        # Each answer is a fresh array that nothing writes to again, so the rejection keeps references.
         rejection = _Rejection(ctx)
         every_row = slice(0, snapshot.rows)
-        passing: BoolArray | None = None if total_nodes == snapshot.rows else snapshot.live[every_row].copy()
+        passing: BoolArray | None = None if total_nodes == snapshot.rows else snapshot.live[every_row]
         for node_filter in profile.filter:
             keep = node_filter.filter(ctx, every_row)
             if keep is None:
                 continue
-            dropped = ~keep if passing is None else passing & ~keep
-            if dropped.any():
-                rejection.steps.append((node_filter, dropped))
-                passing = keep if passing is None else passing & keep
-        nodes = snapshot.live_rows() if passing is None else np.flatnonzero(passing).astype(np.int64)
+            rejection.record(node_filter, keep, passing)
+            passing = keep if passing is None else passing & keep
+        nodes = snapshot.live_rows() if passing is None else np.flatnonzero(passing)
 
         # PostFilter: nothing fits; preemption may free a node by evicting lower-priority pods.
         if len(nodes) == 0:
@@ -437,7 +456,7 @@ class Scheduler:
         for scorer, weight in profile.score:
             scores = scorer.score(ctx, nodes)
             per_plugin[scorer.name] = scores
-            total += weight * scores
+            total += scores if weight == 1 else weight * scores
 
         # Select: the highest total; ties broken by a choice seeded with the pod's uid.
         best = total.max()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BASE_RESOURCES",
+    "CPU_MEMORY_ROWS",
     "DEFAULT_MAX_PODS",
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
@@ -51,6 +52,15 @@ DEFAULT_MAX_PODS = 110
 """A node that reports no ``pods`` allocatable gets the kubelet's default maxPods."""
 
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+CPU_MEMORY_ROWS = (
+    "allocatable cpu",
+    "allocatable memory",
+    "non-zero cpu",
+    "non-zero memory",
+    "cpu",
+    "memory",
+)
+"""The rows of `Snapshot.cpu_memory`."""
 _INITIAL_ROWS = 64
 _TAINT_WORD_BITS = 64
 _JOURNAL = 1 << 15
@@ -267,6 +277,11 @@ class Snapshot:
         self.max_allocatable = 0
         """The largest allocatable amount of any node and resource (scorers pick exact fast paths by it)."""
         self.nonzero = np.zeros((0, 2), dtype=np.int64)
+        self.cpu_memory = np.zeros((len(CPU_MEMORY_ROWS), 0))
+        """Allocatable, non-zero requested and requested cpu and memory (`CPU_MEMORY_ROWS`) as float64, a
+        row each, nodes along the columns: the default scorers gather all six for a cycle's nodes in one
+        `take` and compute in floats, which is exact for integers below 2^53 (the int tables stay the
+        truth; every write to them writes here too)."""
         self.pod_count = np.zeros(0, dtype=np.int64)
         self.max_pods = np.zeros(0, dtype=np.int64)
         self.unschedulable = np.zeros(0, dtype=np.bool_)
@@ -283,6 +298,7 @@ class Snapshot:
         self.taint_ids: dict[tuple[str, str, str], int] = {}
         self.taint_words: list[npt.NDArray[np.uint64]] = []
         self._toleration_cache: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
+        self._taint_counts: dict[tuple[int, ...], IntArray] = {}
         # Host ports: (protocol, port) → host ip → pods using it per row.
         self.ports: dict[tuple[str, int], dict[str, IntArray]] = {}
         self.pods: dict[str, PodRecord] = {}
@@ -364,6 +380,9 @@ class Snapshot:
         self.free = grow(self.free)
         self.limits = grow(self.limits)
         self.nonzero = grow(self.nonzero)
+        cpu_memory = np.zeros((len(CPU_MEMORY_ROWS), new))
+        cpu_memory[:, :have] = self.cpu_memory
+        self.cpu_memory = cpu_memory
         self.pod_count = grow(self.pod_count)
         self.max_pods = grow(self.max_pods)
         self.unschedulable = grow(self.unschedulable)
@@ -371,6 +390,7 @@ class Snapshot:
         self.version = grow(self.version)
         self.live = grow(self.live)
         self.taint_words = [grow(word) for word in self.taint_words]
+        self._taint_counts.clear()
         for key, column in self.label_columns.items():
             self.label_columns[key] = grow(column, -1)
         for by_ip in self.ports.values():
@@ -426,6 +446,7 @@ class Snapshot:
             if name != "pods":
                 self.capacity[row, self.column[name]] = amount
         self.free[row] = self.allocatable[row] - self.requested[row]
+        self._mirror_cpu_memory(row)
         self.max_pods[row] = spec.allocatable.get("pods", spec.capacity.get("pods", DEFAULT_MAX_PODS))
         self.unschedulable[row] = spec.unschedulable
         self.oversell[row] = np.nan if spec.oversell_rate is None else spec.oversell_rate
@@ -459,8 +480,10 @@ class Snapshot:
         self._set_labels(row, {})
         for word in self.taint_words:
             word[row] = 0
+        self._recount_taints(row)
         self.allocatable[row] = 0
         self.capacity[row] = 0
+        self._mirror_cpu_memory(row)
         self.unschedulable[row] = False
         self.version[row] += 1
         self.row_changed(row, NODES)
@@ -501,8 +524,15 @@ class Snapshot:
                 if taint_id // _TAINT_WORD_BITS >= len(self.taint_words):
                     self.taint_words.append(np.zeros(len(self.live), dtype=np.uint64))
                 self._toleration_cache.clear()
+                self._taint_counts.clear()
             index, bit = divmod(taint_id, _TAINT_WORD_BITS)
             self.taint_words[index][row] |= np.uint64(1 << bit)
+        self._recount_taints(row)
+
+    def _recount_taints(self, row: int) -> None:
+        for masks, counts in self._taint_counts.items():
+            words = (int(word[row]) for word in self.taint_words)
+            counts[row] = sum((word & mask).bit_count() for word, mask in zip(words, masks, strict=True))
 
     def untolerated_taints(self, tolerations: Iterable[Toleration]) -> tuple[list[int], list[int]]:
         """Bit masks, one per taint word, of the taints the tolerations do not tolerate: (NoSchedule and
@@ -524,6 +554,20 @@ class Snapshot:
                 hard[index] |= 1 << bit
         self._toleration_cache[tolerations] = (hard, soft)
         return hard, soft
+
+    def taint_counts(self, masks: Sequence[int]) -> IntArray:
+        """Per row, how many of the taints that `masks` select (one mask per taint word, as
+        `untolerated_taints` gives them) the node has. Kept per set of masks, and row by row as nodes
+        change, so a cycle reads it instead of counting bits over every row; read it, never write it."""
+        key = tuple(masks)
+        counts = self._taint_counts.get(key)
+        if counts is None:
+            counts = np.zeros(len(self.live), dtype=np.int64)
+            for word, mask in zip(self.taint_words, key, strict=True):
+                if mask:
+                    counts += np.bitwise_count(word & np.uint64(mask))
+            self._taint_counts[key] = counts
+        return counts
 
     # ------------------------------------------------------------------------------------- pods
 
@@ -573,6 +617,7 @@ class Snapshot:
         self.nonzero[row, 0] += sign * info.nonzero_cpu
         self.nonzero[row, 1] += sign * info.nonzero_memory
         self.pod_count[row] += sign
+        self._mirror_cpu_memory(row)
         for protocol, port, ip in record.ports:
             by_ip = self.ports.setdefault((protocol, port), {})
             if ip not in by_ip:
@@ -582,6 +627,15 @@ class Snapshot:
             counter.add(info.pod.labels, row, sign)
         self.version[row] += 1
         self.row_changed(row, PODS)
+
+    def _mirror_cpu_memory(self, row: int) -> None:
+        mirror, cpu, memory = self.cpu_memory, self.column["cpu"], self.column["memory"]
+        mirror[0, row] = self.allocatable[row, cpu]
+        mirror[1, row] = self.allocatable[row, memory]
+        mirror[2, row] = self.nonzero[row, 0]
+        mirror[3, row] = self.nonzero[row, 1]
+        mirror[4, row] = self.requested[row, cpu]
+        mirror[5, row] = self.requested[row, memory]
 
     def assume(
         self, info: PodInfo, row: int, *, bound: bool = False, at: float = -math.inf, attempt: int = 0
@@ -631,6 +685,7 @@ class Snapshot:
         self.nonzero[row, 0] += requested.get("cpu", 0)
         self.nonzero[row, 1] += requested.get("memory", 0)
         self.pod_count[row] += pods
+        self._mirror_cpu_memory(row)
         self.version[row] += 1
         self.row_changed(row, PODS)
 
@@ -666,6 +721,7 @@ class Snapshot:
             self.free,
             self.limits,
             self.nonzero,
+            self.cpu_memory,
             self.pod_count,
             self.max_pods,
             self.unschedulable,

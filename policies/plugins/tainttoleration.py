@@ -30,11 +30,9 @@ class TaintToleration:
 
     def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         hard, _ = ctx.snapshot.untolerated_taints(ctx.pod.tolerations)
-        fits: BoolArray | None = None
-        for word, mask in zip(ctx.snapshot.taint_words, hard, strict=True):
-            if mask:
-                clear = (word[nodes] & np.uint64(mask)) == 0
-                fits = clear if fits is None else fits & clear
+        if not any(hard):
+            return None
+        fits: BoolArray = ctx.snapshot.taint_counts(hard)[nodes] == 0
         return fits
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
@@ -78,11 +76,13 @@ class TaintToleration:
         _, soft = ctx.snapshot.untolerated_taints(ctx.pod.tolerations)
         if not any(soft):
             return np.full(len(nodes), MAX_NODE_SCORE, dtype=np.int64)  # what normalising all zeros gives
-        counts = np.zeros(len(nodes), dtype=np.int64)
-        for word, mask in zip(ctx.snapshot.taint_words, soft, strict=True):
-            if mask:
-                counts += np.bitwise_count(word[nodes] & np.uint64(mask))
-        return default_normalize(counts, reverse=True)
+        counts = ctx.snapshot.taint_counts(soft).take(nodes)
+        highest = int(counts.max()) if len(counts) else 0
+        if highest == 0:
+            return np.full(len(nodes), MAX_NODE_SCORE, dtype=np.int64)
+        # DefaultNormalizeScore, reversed, for counts 0..highest: looked up rather than divided per node.
+        normalized: IntArray = default_normalize(np.arange(highest + 1, dtype=np.int64), reverse=True)
+        return normalized.take(counts)
 
 
 def new(args: None, handle: object) -> TaintToleration:

@@ -11,8 +11,7 @@ from policies.plugins.noderesources.common import (
     CPU_MEMORY,
     ResourceSpec,
     StrictArgs,
-    cpu_memory_allocatable,
-    cpu_memory_block,
+    cpu_memory_of,
     requested_and_allocatable,
 )
 
@@ -39,19 +38,24 @@ class BalancedAllocation:
         self.cpu_memory = sorted(self.resources) == sorted(CPU_MEMORY)
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
-        if self.cpu_memory:
-            both_allocatable = cpu_memory_allocatable(ctx, nodes)
-            if (both_allocatable > 0).all():
-                # The default arguments on nodes that all have both: the two-fraction formula below, both
-                # resources in one pass over a (2 × nodes) block.
-                snapshot, vector = ctx.snapshot, ctx.info.vector
-                columns = (snapshot.column["cpu"], snapshot.column["memory"])
-                requested = cpu_memory_block(snapshot.requested, nodes, columns)
-                requested += np.array([[int(vector[c]) if c < len(vector) else 0] for c in columns])
-                both = np.minimum(requested / both_allocatable, 1.0)
-                spread = np.abs((both[0] - both[1]) / 2)
-                balanced: IntArray = np.trunc((1 - spread) * MAX_NODE_SCORE).astype(np.int64)
-                return balanced
+        if self.cpu_memory and (block := cpu_memory_of(ctx, nodes)) is not None:
+            # The default arguments on nodes that all have both: the two-fraction formula below, both
+            # resources in one pass over a (2 × nodes) block, the same float operations in the same order.
+            snapshot, vector = ctx.snapshot, ctx.info.vector
+            pod = [
+                [float(vector[c]) if c < len(vector) else 0.0]
+                for c in (snapshot.column[r] for r in CPU_MEMORY)
+            ]
+            both = block[4:6] + np.array(pod)
+            both /= block[:2]
+            np.minimum(both, 1.0, out=both)
+            spread = np.subtract(both[0], both[1], out=both[0])
+            spread /= 2
+            np.abs(spread, out=spread)
+            np.subtract(1, spread, out=spread)
+            spread *= MAX_NODE_SCORE
+            balanced: IntArray = np.trunc(spread, out=spread).astype(np.int64)
+            return balanced
         count = len(nodes)
         pairs = [
             pair

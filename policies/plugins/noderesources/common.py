@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from policies.framework.contract import CycleContext, IntArray
@@ -15,8 +16,7 @@ __all__ = [
     "CPU_MEMORY",
     "ResourceSpec",
     "StrictArgs",
-    "cpu_memory_allocatable",
-    "cpu_memory_block",
+    "cpu_memory_of",
     "default_normalize",
     "is_scalar_resource",
     "requested_and_allocatable",
@@ -25,7 +25,8 @@ __all__ = [
 _NATIVE = ("cpu", "memory", "ephemeral-storage")
 CPU_MEMORY = ("cpu", "memory")
 """The resources of the default scoring arguments, in the column order of `Snapshot.nonzero`."""
-_CPU_MEMORY_ALLOCATABLE = "noderesources.cpu_memory_allocatable"
+_CPU_MEMORY = "noderesources.cpu_memory"
+FloatArray = npt.NDArray[np.float64]
 
 
 class StrictArgs(BaseModel):
@@ -69,27 +70,19 @@ def requested_and_allocatable(
     return snapshot.requested[nodes, column] + pod_request, snapshot.allocatable[nodes, column]
 
 
-def cpu_memory_block(array: IntArray, nodes: IntArray, columns: tuple[int, int]) -> IntArray:
-    """``array[nodes][:, columns]`` as a contiguous (2 × nodes) block. The snapshot keeps its tables by
-    column (Fortran order), so the two columns, seen transposed, are rows to `take` from: several times
-    cheaper than fancy indexing, and the arithmetic after it runs on contiguous memory."""
-    first, second = columns
-    if second == first + 1:
-        block: IntArray = array[:, first : first + 2].T.take(nodes, axis=1)
-        return block
-    return np.stack([array[:, first].take(nodes), array[:, second].take(nodes)])
-
-
-def cpu_memory_allocatable(ctx: CycleContext, nodes: IntArray) -> IntArray:
-    """Allocatable cpu and memory of `nodes` (`cpu_memory_block`), gathered once per cycle: Fit and
-    BalancedAllocation both score from it."""
-    cached = ctx.state.get(_CPU_MEMORY_ALLOCATABLE)
+def cpu_memory_of(ctx: CycleContext, nodes: IntArray) -> FloatArray | None:
+    """`Snapshot.cpu_memory` of `nodes`, a (6 × nodes) float block in the order of `CPU_MEMORY_ROWS`,
+    gathered once per cycle with one `take` (Fit and BalancedAllocation both score from it; a take of rows
+    is several times cheaper than fancy indexing, and the arithmetic after it runs on contiguous memory).
+    None when a node lacks allocatable cpu or memory: the general paths handle those."""
+    cached = ctx.state.get(_CPU_MEMORY)
     if cached is not None and cached[0] is nodes:
-        block: IntArray = cached[1]
-        return block
-    snapshot = ctx.snapshot
-    block = cpu_memory_block(snapshot.allocatable, nodes, (snapshot.column["cpu"], snapshot.column["memory"]))
-    ctx.state[_CPU_MEMORY_ALLOCATABLE] = (nodes, block)
+        found: FloatArray | None = cached[1]
+        return found
+    block: FloatArray | None = ctx.snapshot.cpu_memory.take(nodes, axis=1)
+    if block is not None and not (block[:2] > 0).all():
+        block = None
+    ctx.state[_CPU_MEMORY] = (nodes, block)
     return block
 
 

@@ -21,8 +21,7 @@ from policies.plugins.noderesources.common import (
     CPU_MEMORY,
     ResourceSpec,
     StrictArgs,
-    cpu_memory_allocatable,
-    cpu_memory_block,
+    cpu_memory_of,
     requested_and_allocatable,
 )
 from policies.usage import metric_scale
@@ -34,8 +33,6 @@ REASON_TOO_MANY_PODS = "Too many pods"
 MAX_CUSTOM_PRIORITY_SCORE = 10
 MAX_UTILIZATION = 100
 EXACT_FLOAT_LIMIT = 2**46
-_NONZERO_COLUMNS = (0, 1)
-"""`Snapshot.nonzero` holds cpu, then memory."""
 # requestsFrom usage: resource, its column among window and portrait metrics alike, quantity units per
 # metric unit (cpu load is in cores, requests in millicores).
 _USAGE_RESOURCES = (("cpu", 0, metric_scale("cpu")), ("memory", 1, metric_scale("memory")))
@@ -260,19 +257,31 @@ class NodeResourcesFit:
         """The general path below for the default arguments (cpu and memory, by requests, Least- or
         MostAllocated) when every node has both: both resources at once over a (2 × nodes) block, the same
         operations in the same order, so the same floats. None when a node lacks either."""
-        allocatable = cpu_memory_allocatable(ctx, nodes)
-        if not (allocatable > 0).all():
+        block = cpu_memory_of(ctx, nodes)
+        if block is None:
             return None
-        info = ctx.info
-        requested = cpu_memory_block(ctx.snapshot.nonzero, nodes, _NONZERO_COLUMNS)
-        requested += np.array([[info.nonzero_cpu], [info.nonzero_memory]])
+        info, allocatable = ctx.info, block[:2]
+        score = block[2:4] + np.array([[float(info.nonzero_cpu)], [float(info.nonzero_memory)]])
         if self.strategy == "LeastAllocated":
-            score = np.floor((allocatable - requested) * float(MAX_NODE_SCORE) / allocatable)
-            score[requested > allocatable] = 0.0
+            np.subtract(allocatable, score, out=score)
+            score *= float(MAX_NODE_SCORE)
+            score /= allocatable
+            np.floor(score, out=score)
+            # Where requests exceed allocatable the line above is negative, and upstream scores 0.
+            np.maximum(score, 0.0, out=score)
         else:
-            score = np.floor(np.minimum(requested, allocatable) * float(MAX_NODE_SCORE) / allocatable)
-        node_score = score[0] * weights[0] + score[1] * weights[1]
-        result: IntArray = np.floor(node_score / float(weights[0] + weights[1])).astype(np.int64)
+            np.minimum(score, allocatable, out=score)
+            score *= float(MAX_NODE_SCORE)
+            score /= allocatable
+            np.floor(score, out=score)
+        if weights[0] == weights[1]:
+            # (s0·w + s1·w) / 2w and (s0 + s1) / 2 are the same rational, so the same correctly rounded float.
+            node_score = np.add(score[0], score[1], out=score[0])
+            node_score /= 2.0
+        else:
+            node_score = score[0] * weights[0] + score[1] * weights[1]
+            node_score /= float(weights[0] + weights[1])
+        result: IntArray = np.floor(node_score, out=node_score).astype(np.int64)
         return result
 
     def _resource_score(
