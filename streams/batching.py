@@ -142,6 +142,7 @@ async def _take_batches(stream: Any, max_: int, within: float) -> AsyncGenerator
                 yield events
             finally:
                 buffer.clear()
+                await _send_table_changes(stream.app)
                 for event in events:
                     await stream.ack(event)
                 notify(consuming)
@@ -149,3 +150,13 @@ async def _take_batches(stream: Any, max_: int, within: float) -> AsyncGenerator
     finally:
         stream.enable_acks = enable_acks
         stream._processors.remove(add_to_buffer)
+
+
+async def _send_table_changes(app: Any) -> None:
+    """The changelog records of what a batch wrote to the app's tables, sent before its events are
+    acknowledged (`streams.agents.common._KeyPartitionedTable` collects them; Faust's own tables send as
+    they are written)."""
+    for table in app.tables.values():
+        send = getattr(table, "send_unsent_changes", None)
+        if send is not None:
+            await send()

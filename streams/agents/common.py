@@ -166,10 +166,48 @@ class _KeyPartitionedTable(faust.Table[bytes, bytes]):
     """Changelog partition by the key's hash, not by the event being processed (Faust's default): agents
     write keys while handling records of several topics, in batches, so "the current event's partition"
     would scatter one key over partitions. (Faust's own `use_partitioner` needs producer metadata for the
-    changelog topic that it does not load.)"""
+    changelog topic that it does not load.)
+
+    Writes are not sent one by one through Faust's producer buffer (a future, a buffer entry, a hand-over
+    and a callback per record: about a quarter of the applier's CPU at 500 pods/s, one ledger write per
+    pod). They are collected, the last value of each key, and `send_unsent_changes` sends them straight
+    to the producer; `streams.batching.take_batches` calls it before it acknowledges the batch that made
+    them, so a commit never passes an event whose table change was not sent."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.unsent: dict[bytes, bytes | None] = {}
 
     def partition_for_key(self, key: Any) -> int:
         return _key_partition(key, self.partitions)
+
+    def on_key_set(self, key: Any, value: Any) -> None:
+        self.unsent[bytes(key)] = value
+
+    def on_key_del(self, key: Any) -> None:
+        self.unsent[bytes(key)] = None  # a tombstone
+
+    async def send_unsent_changes(self) -> None:
+        """One changelog record per key written since the last call; where the store is RocksDB, the offset
+        of each partition's last record becomes its persisted offset once sent, as Faust's own sends do
+        record by record (recovery reads the changelog from there)."""
+        if not self.unsent:
+            return
+        unsent, self.unsent = self.unsent, {}
+        topic = self.changelog_topic.get_topic_name()
+        producer = self.app.producer
+        last: dict[int, Any] = {}
+        for key, value in unsent.items():
+            partition = _key_partition(key, self.partitions)
+            last[partition] = await producer.send(topic, key, value, partition, None, None)
+        if isinstance(self.data, RocksDBStore):
+            for sent in last.values():
+                sent.add_done_callback(self._persist_offset)
+
+    def _persist_offset(self, sent: Any) -> None:
+        if not sent.cancelled() and sent.exception() is None:
+            metadata = sent.result()
+            self.data.set_persisted_offset(metadata.topic_partition, metadata.offset)
 
     def _new_store_by_url(self, url: Any) -> Any:
         if not str(url).startswith("rocksdb:"):
