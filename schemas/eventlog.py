@@ -7,8 +7,10 @@ downstream sees it.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import math
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from pydantic import BaseModel
 from schemas.codec import TOPIC_MODELS, decode_json, to_jsonable
 from schemas.exceptions import EventLogError, InvalidInput
 
-__all__ = ["EventLogWriter", "LogEvent", "open_text", "read_events"]
+__all__ = ["EventLogWriter", "LogEvent", "open_text", "read_events", "replacing_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,32 @@ def open_text(path: str | Path, mode: str = "r", *, field: str | None = None) ->
         return open(path, mode, encoding="utf-8")
     except OSError as exc:
         raise InvalidInput(f"{path}: {_reason(exc, Path(path), reading='r' in mode)}", field=field) from None
+
+
+@contextlib.contextmanager
+def replacing_text(path: str | Path, *, field: str | None = None) -> Iterator[IO[str]]:
+    """`path` for writing (`open_text`'s rules), where the file appears, or replaces an older one, only when
+    the block ends without an error: it is written beside it under a hidden name first. So a failed run
+    leaves no empty or half-written output, and an earlier output stays. A path that cannot be written is
+    an `InvalidInput` at once, before the block runs."""
+    if str(path) == "-":
+        yield sys.stdout
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidInput(f"{path}: is a directory", field=field)
+    # Same directory (os.replace stays within one file system), same suffix (gzip is chosen by the name).
+    partial = target.with_name(f".{os.getpid()}.partial.{target.name}")
+    try:
+        stream = open_text(partial, "w")
+    except InvalidInput as exc:
+        raise InvalidInput(str(exc).replace(str(partial), str(path), 1), field=field) from None
+    try:
+        with stream:
+            yield stream
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _reason(exc: OSError, path: Path, *, reading: bool) -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from schemas.eventlog import EventLogWriter, open_text, read_events
+from schemas.eventlog import EventLogWriter, read_events, replacing_text
 from schemas.exceptions import ConfigError
 from streams.cli_common import (
     BootstrapOption,
@@ -78,9 +79,11 @@ def replay(
     settings = settings_from(bootstrap, config)
     # Counting the events also validates the whole log before anything is sent.
     total = sum(1 for _ in read_events(log, field="LOG"))
-    # Opened before the replay, so a path that cannot be written fails now, not after a long offline run.
-    sink = open_text(out, "w", field="--out") if out is not None else sys.stdout
-    try:
+    # Opened before the replay, so a path that cannot be written fails now, not after a long offline run;
+    # the file appears only once every decision is written (an earlier one stays if the replay fails).
+    with (
+        replacing_text(out, field="--out") if out is not None else contextlib.nullcontext(sys.stdout) as sink
+    ):
         with progress() as bar:
             task = bar.add_task("replaying", total=total)
             if offline:
@@ -91,9 +94,6 @@ def replay(
                 )
         if offline:
             write_decisions(result.decisions, sink)
-    finally:
-        if sink is not sys.stdout:
-            sink.close()
     if not offline:
         typer.echo(
             f"published {stats.events} events ({stats.watermarks} watermarks) in {stats.seconds:.1f} s "

@@ -6,7 +6,7 @@ import tracemalloc
 import orjson
 import pytest
 
-from schemas.eventlog import EventLogWriter, read_events
+from schemas.eventlog import EventLogWriter, read_events, replacing_text
 from schemas.events import MetricSample
 from schemas.exceptions import EventLogError, InvalidInput
 from schemas.pod import PodDeleted, PodRequest
@@ -136,3 +136,49 @@ def test_reading_a_large_log_runs_in_constant_memory(tmp_path):
     tracemalloc.stop()
     assert count == 50_000
     assert peak < 2 * 2**20, f"peak {peak} bytes while streaming 50,000 lines"
+
+
+@pytest.mark.parametrize(
+    ("case", "name"),
+    [
+        ("Plain text is written under its name once the block ends.", "out.jsonl"),
+        ("A .gz name is written compressed once the block ends.", "out.jsonl.gz"),
+    ],
+    ids=["plain", "gzip"],
+)
+def test_a_replacing_output_appears_only_when_the_block_ends(tmp_path, case, name):
+    path = tmp_path / name
+    with replacing_text(path, field="--out") as stream:
+        stream.write("first\n")
+        assert not path.exists()
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(path, "rt") as written:
+        assert written.read() == "first\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_failed_block_keeps_the_earlier_output_and_leaves_no_partial_file(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text("earlier\n")
+    with pytest.raises(RuntimeError), replacing_text(path) as stream:
+        stream.write("half of it\n")
+        raise RuntimeError("the replay failed")
+    assert path.read_text() == "earlier\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("case", "where", "expected"),
+    [
+        ("A missing directory is named.", "nope/out.jsonl", "no such directory"),
+        ("A directory cannot be the output.", ".", "is a directory"),
+    ],
+    ids=["missing directory", "directory"],
+)
+def test_an_unwritable_replacing_output_is_invalid_input_naming_the_path(tmp_path, case, where, expected):
+    path = tmp_path / where
+    with pytest.raises(InvalidInput) as raised, replacing_text(path, field="--out"):
+        pass
+    assert raised.value.field == "--out"
+    assert str(path) in str(raised.value) and expected in str(raised.value)
+    assert ".partial." not in str(raised.value)
