@@ -243,12 +243,12 @@ class Results:
             await self._consumer.stop()
 
 
-def bench_producer(settings: Settings) -> AIOKafkaProducer:
+def bench_producer(settings: Settings, linger_ms: int | None = None) -> AIOKafkaProducer:
     return AIOKafkaProducer(
         bootstrap_servers=settings.bootstrap_servers,
         acks="all",
         enable_idempotence=True,
-        linger_ms=settings.linger_ms,
+        linger_ms=settings.linger_ms if linger_ms is None else linger_ms,
         max_batch_size=256 * 1024,
         **client_security(settings),
     )
@@ -368,11 +368,12 @@ async def probe(settings: Settings, results: Results, timeout: float, purpose: s
 
 
 async def publish_pods(
-    settings: Settings, pods: Sequence[PodRequest], rate: float | None
+    settings: Settings, pods: Sequence[PodRequest], rate: float | None, linger_ms: int | None = None
 ) -> dict[str, float]:
-    """Publish pods, flat out or at `rate` per second; returns when each was handed to the producer."""
+    """Publish pods, flat out or at `rate` per second; returns when each was handed to the producer (the
+    producer's linger counts in the latency)."""
     payloads = [(pod.uid, encode(pod)) for pod in pods]
-    producer = bench_producer(settings)
+    producer = bench_producer(settings, linger_ms)
     await producer.start()
     sent_at: dict[str, float] = {}
     topic = settings.topic("pod-requests")
@@ -423,6 +424,8 @@ class Figures:
     warm_up_s: float
     cpu: dict[str, dict[str, float]]
     """`CpuMeter` over the latency phase, by process."""
+    client_linger_ms: int
+    """How long the benchmark's producer of pod requests lingers for a batch."""
 
     def cpu_ms_per_pod(self) -> float:
         """Every measured process's CPU time per pod at the latency rate."""
@@ -449,6 +452,7 @@ class Figures:
             "conflicts": self.conflicts,
             "missing": self.missing,
             "warm_up_s": round(self.warm_up_s, 2),
+            "client_linger_ms": self.client_linger_ms,
             "cpu_ms_per_pod": round(self.cpu_ms_per_pod(), 2),
             "cpu_in_latency_phase": {
                 name: {key: round(value, 3) for key, value in shares.items()}
@@ -465,12 +469,13 @@ async def _measure(
     latency_rate: float | None,
     timeout: float,
     meter: CpuMeter,
+    client_linger_ms: int | None = None,
 ) -> tuple[float, float, dict[str, float], Results, float, dict[str, dict[str, float]]]:
     results = Results(settings)
     await results.start()
     try:
         warm = await probe(settings, results, timeout, "warm-up")
-        sent = await publish_pods(settings, throughput_pods, None)
+        sent = await publish_pods(settings, throughput_pods, None, client_linger_ms)
         uids = [pod.uid for pod in throughput_pods]
         await results.wait_for(uids, timeout)
         finished = [results.final_at[uid] for uid in uids if uid in results.final_at]
@@ -478,7 +483,7 @@ async def _measure(
         rate = latency_rate or max(1.0, pods_per_s / 2)
         await probe(settings, results, timeout, "drain")
         meter.start()
-        sent = await publish_pods(settings, latency_pods, rate)
+        sent = await publish_pods(settings, latency_pods, rate, client_linger_ms)
         uids = [pod.uid for pod in latency_pods]
         await results.wait_for(uids, timeout)
         cpu = meter.stop()
@@ -551,6 +556,7 @@ def run(args: argparse.Namespace) -> Figures:
                     args.latency_rate,
                     args.timeout,
                     CpuMeter(pids),
+                    args.client_linger_ms,
                 )
             )
         finally:
@@ -577,6 +583,7 @@ def run(args: argparse.Namespace) -> Figures:
         missing=sum(1 for uid in uids if uid not in results.final_at),
         warm_up_s=warm,
         cpu=cpu,
+        client_linger_ms=settings.linger_ms if args.client_linger_ms is None else args.client_linger_ms,
     )
 
 
@@ -619,7 +626,7 @@ def render(figures: Figures) -> str:
     width = max(len(name) for name, _ in rows)
     header = (
         f"{figures.nodes:,} nodes, profile {figures.profile}, {figures.partitions} partitions, "
-        f"{figures.workers} worker(s), {os.cpu_count()} cores"
+        f"{figures.workers} worker(s), {os.cpu_count()} cores, client linger {figures.client_linger_ms} ms"
     )
     return "\n".join([header] + [f"  {name:<{width}}  {value}" for name, value in rows])
 
@@ -641,9 +648,18 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--out", default="bench-out/pipeline", help="Logs and the workers' data")
     parser.add_argument("--cprofile", default=None, help="Directory for worker.prof and applier.prof")
+    parser.add_argument(
+        "--client-linger-ms",
+        type=int,
+        default=None,
+        help="Linger of the benchmark's pod producer (default: the pipeline's linger_ms; Kafka's own "
+        "producer defaults to 5 since 4.0)",
+    )
     args = parser.parse_args()
     if not 0 < args.latency_share < 1:
         raise SystemExit("error: --latency-share must be between 0 and 1")
+    if args.client_linger_ms is not None and args.client_linger_ms < 0:
+        raise SystemExit("error: --client-linger-ms must be 0 or more")
     # The measuring process holds every pod and result too: it collects garbage as the worker does, so its
     # own pauses do not show up as pipeline latency.
     gc.set_threshold(*GC_THRESHOLDS)
