@@ -23,7 +23,8 @@ zones, GPUs, taints, affinities), the nodes start empty.
    published at `--latency-rate` (default: half the measured throughput); per pod, publish → its final
    result as this process receives it; p50, p99.
    Over this phase, each process's cores kept busy and its cores' worth of waiting for a CPU (`CpuMeter`:
-   this process, the applier, the workers, and the broker when it is the one Kafka process here).
+   this process, the applier, the workers, and the broker when it runs on this machine: the one Kafka
+   process, or the one listening on the bootstrap port).
 
 The worker and the applier are separate processes; the broker, they and this process share the machine's
 cores. With `--cprofile DIR`, the worker and the applier run under cProfile and write
@@ -134,14 +135,38 @@ def _schedstat(pid: int) -> tuple[int, int]:
     return on_cpu, waiting
 
 
-def local_broker_pid() -> int | None:
-    """The Kafka broker's pid when exactly one runs on this machine (the local broker): its CPU counts too."""
+def local_broker_pid(bootstrap: str) -> int | None:
+    """The pid of the Kafka broker on this machine that serves `bootstrap` (its CPU counts too): the one
+    Kafka process, or, when several run, the one holding the listening socket of the bootstrap port."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
             if b"kafka.Kafka" in cmdline.read_bytes().split(b"\0"):
                 found.append(int(cmdline.parent.name))
-    return found[0] if len(found) == 1 else None
+    if len(found) <= 1:
+        return found[0] if found else None
+    port = int(bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)[-1])
+    listening = _listening_inodes(port)
+    for pid in found:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in listening:
+                        return pid
+    return None
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """``socket:[INODE]`` of the TCP sockets listening on `port` (Linux /proc/net/tcp and tcp6)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                # local address "HEX_IP:HEX_PORT", state 0A = LISTEN, inode the 10th field
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                    inodes.add(f"socket:[{fields[9]}]")
+    return inodes
 
 
 class CpuMeter:
@@ -544,7 +569,7 @@ def run(args: argparse.Namespace) -> Figures:
             )
             pids = {"benchmark": os.getpid(), "applier": processes[0].pid}
             pids.update((f"worker-{i}" if i else "worker", p.pid) for i, p in enumerate(processes[1:]))
-            broker_pid = local_broker_pid()
+            broker_pid = local_broker_pid(bootstrap)
             if broker_pid is not None:
                 pids["broker"] = broker_pid
             pods_per_s, rate, latency, results, warm, cpu = asyncio.run(
