@@ -417,7 +417,7 @@ class Scheduler:
         # Filter: every plugin answers for all rows at once (a slice: numpy reads views, gathers nothing);
         # a row is charged to the first plugin that rejects it, as kube-scheduler stops at the first.
         total_nodes = snapshot.size
-        # Each answer is a fresh array that nothing writes to again, so the rejection keeps references.
+        # The answers are only read from here on, within this cycle: the rejection keeps references to them.
         rejection = _Rejection(ctx)
         every_row = slice(0, snapshot.rows)
         passing: BoolArray | None = None if total_nodes == snapshot.rows else snapshot.live[every_row]

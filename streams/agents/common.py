@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any
@@ -177,6 +178,9 @@ class _KeyPartitionedTable(faust.Table[bytes, bytes]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.unsent: dict[bytes, bytes | None] = {}
+        # Agents share the tables: one that returns from sending must know that every write made before
+        # it asked is with the producer, including writes another agent took and is still handing over.
+        self._sending = asyncio.Lock()
 
     def partition_for_key(self, key: Any) -> int:
         return _key_partition(key, self.partitions)
@@ -191,18 +195,19 @@ class _KeyPartitionedTable(faust.Table[bytes, bytes]):
         """One changelog record per key written since the last call; where the store is RocksDB, the offset
         of each partition's last record becomes its persisted offset once sent, as Faust's own sends do
         record by record (recovery reads the changelog from there)."""
-        if not self.unsent:
-            return
-        unsent, self.unsent = self.unsent, {}
-        topic = self.changelog_topic.get_topic_name()
-        producer = self.app.producer
-        last: dict[int, Any] = {}
-        for key, value in unsent.items():
-            partition = _key_partition(key, self.partitions)
-            last[partition] = await producer.send(topic, key, value, partition, None, None)
-        if isinstance(self.data, RocksDBStore):
-            for sent in last.values():
-                sent.add_done_callback(self._persist_offset)
+        async with self._sending:
+            if not self.unsent:
+                return
+            unsent, self.unsent = self.unsent, {}
+            topic = self.changelog_topic.get_topic_name()
+            producer = self.app.producer
+            last: dict[int, Any] = {}
+            for key, value in unsent.items():
+                partition = _key_partition(key, self.partitions)
+                last[partition] = await producer.send(topic, key, value, partition, None, None)
+            if isinstance(self.data, RocksDBStore):
+                for sent in last.values():
+                    sent.add_done_callback(self._persist_offset)
 
     def _persist_offset(self, sent: Any) -> None:
         if not sent.cancelled() and sent.exception() is None:

@@ -79,11 +79,10 @@ def cpu_memory_of(ctx: CycleContext, nodes: IntArray) -> FloatArray | None:
     if cached is not None and cached[0] is nodes:
         found: FloatArray | None = cached[1]
         return found
-    block: FloatArray | None = ctx.snapshot.cpu_memory.take(nodes, axis=1)
-    if block is not None and not (block[:2] > 0).all():
-        block = None
-    ctx.state[_CPU_MEMORY] = (nodes, block)
-    return block
+    block: FloatArray = ctx.snapshot.cpu_memory.take(nodes, axis=1)
+    usable = block if (block[:2] > 0).all() else None
+    ctx.state[_CPU_MEMORY] = (nodes, usable)
+    return usable
 
 
 def default_normalize(scores: IntArray, *, reverse: bool, max_score: int = 100) -> IntArray:
