@@ -393,7 +393,7 @@ async def probe(settings: Settings, results: Results, timeout: float, purpose: s
 
 
 async def publish_pods(
-    settings: Settings, pods: Sequence[PodRequest], rate: float | None, linger_ms: int | None = None
+    settings: Settings, pods: Sequence[PodRequest], rate: float | None, linger_ms: int
 ) -> dict[str, float]:
     """Publish pods, flat out or at `rate` per second; returns when each was handed to the producer (the
     producer's linger counts in the latency)."""
@@ -494,7 +494,7 @@ async def _measure(
     latency_rate: float | None,
     timeout: float,
     meter: CpuMeter,
-    client_linger_ms: int | None = None,
+    client_linger_ms: int,
 ) -> tuple[float, float, dict[str, float], Results, float, dict[str, dict[str, float]]]:
     results = Results(settings)
     await results.start()
@@ -541,6 +541,7 @@ def run(args: argparse.Namespace) -> Figures:
             "EYRIE_DATA_DIR": str(out / "faust"),
         }
         settings = load_settings(env=env)
+        client_linger_ms = settings.linger_ms if args.client_linger_ms is None else args.client_linger_ms
         asyncio.run(ensure_topics(settings))
         asyncio.run(publish_backlog(settings, workload, args.samples_per_record))
         print(
@@ -581,7 +582,7 @@ def run(args: argparse.Namespace) -> Figures:
                     args.latency_rate,
                     args.timeout,
                     CpuMeter(pids),
-                    args.client_linger_ms,
+                    client_linger_ms,
                 )
             )
         finally:
@@ -608,7 +609,7 @@ def run(args: argparse.Namespace) -> Figures:
         missing=sum(1 for uid in uids if uid not in results.final_at),
         warm_up_s=warm,
         cpu=cpu,
-        client_linger_ms=settings.linger_ms if args.client_linger_ms is None else args.client_linger_ms,
+        client_linger_ms=client_linger_ms,
     )
 
 

@@ -22,8 +22,9 @@ def start_role(
     if cprofile is not None:
         command += ["-m", "cProfile", "-o", str(cprofile / f"{role}{suffix}.prof")]
     command += ["-m", "streams.cli", role]
-    log = open(logs / f"{role}{suffix}.log", "ab")  # noqa: SIM115 (the child owns it)
-    return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # The child writes to its own copy of the descriptor; this process's copy is closed at once.
+    with open(logs / f"{role}{suffix}.log", "ab") as log:
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def stop_all(processes: Sequence[subprocess.Popen[bytes]]) -> None:

@@ -33,6 +33,7 @@ from schemas.exceptions import BrokerError, ConfigError, InvalidInput
 from schemas.pod import PodRequest
 from streams.broker import HOST, LocalBroker, free_ports
 from streams.client import EyrieClient
+from streams.demo.processes import start_role, stop_all
 from streams.security import (
     client_security,
     consumer_limits,
@@ -619,41 +620,25 @@ def test_a_worker_and_an_applier_place_a_pod_through_the_secured_listener(secure
             time.sleep(2)
         return decision
 
-    def start(role, log_name):
-        log = open(tmp_path / log_name, "wb")  # noqa: SIM115 (closed with the process)
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", role], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        return process, log
-
-    def stop(process, log):
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-
     def logs_text():
         return "".join(path.read_text(errors="replace") for path in sorted(tmp_path.glob("*.log")))
 
-    running = [start("applier", "applier.log"), start("worker", "worker.log")]
+    running = [start_role("applier", env, tmp_path), start_role("worker", env, tmp_path)]
     try:
         publish(node, {"uid": "secure-pod", "requests": {"cpu": "1"}})
         decision = decision_of("secure-pod")
         assert decision is not None and decision["status"] == "applied", logs_text()[-3000:]
         assert decision["node"] == "n1"
 
-        stop(*running.pop())
-        running.append(start("worker", "worker-2.log"))
+        stop_all([running.pop()])
+        running.append(start_role("worker", env, tmp_path, suffix="-2"))
         publish({"uid": "secure-pod-2", "requests": {"cpu": "1"}})
         decision = decision_of("secure-pod-2")
         assert decision is not None and decision["status"] == "applied", logs_text()[-3000:]
         assert re.search(r"shard 0 rebuilt from [1-9]\d* envelopes", (tmp_path / "worker-2.log").read_text())
         assert ALICE not in logs_text()
     finally:
-        for process, log in running:
-            stop(process, log)
+        stop_all(running)
 
 
 @pytest.mark.kafka
