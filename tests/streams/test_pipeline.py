@@ -50,13 +50,14 @@ class Pipeline:
     def start(self, role: str, *args: str, name: str | None = None) -> None:
         """`eyrie ROLE ARGS...`, known as `name` (default: the role) to `kill`."""
         name = name or role
-        log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 (closed with the process)
-        self.processes[name] = subprocess.Popen(
-            [str(Path(sys.executable).parent / "eyrie"), role, *args],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        # The child writes to its own copy of the descriptor; this process's copy is closed at once.
+        with open(self.workdir / f"{name}.log", "ab") as log:
+            self.processes[name] = subprocess.Popen(
+                [str(Path(sys.executable).parent / "eyrie"), role, *args],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
 
     def kill(self, name: str) -> None:
         process = self.processes.pop(name)
