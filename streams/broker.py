@@ -74,6 +74,12 @@ _JVM_OPTIONS = (
     "-XX:MaxGCPauseMillis=20",
     "-XX:InitiatingHeapOccupancyPercent=35",
     "-XX:+ExplicitGCInvokesConcurrent",
+    # Compile hot code after a tenth of the usual invocations. With the defaults, a broker started for a
+    # run was still compiling a minute in: its compiler threads took 2.7-3.5 s of CPU over the 10 s
+    # latency phase of `bench.pipeline` (half the broker's CPU, on 2 cores shared with the pipeline),
+    # and p99 at 500 pods/s was 112-198 ms against 38-76 on a broker that had served runs before. With
+    # 0.1: 0.6-1.4 s and 62-89 ms, for 0.7 s more to start (README, "Pipeline benchmark").
+    "-XX:CompileThresholdScaling=0.1",
     # An out-of-memory broker that lingers half-alive is worse than one that dies and shows in status.
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
