@@ -40,6 +40,7 @@ from pathlib import Path
 from schemas.exceptions import BrokerError, ToolMissing
 
 __all__ = [
+    "COMPILER_NICE",
     "DEFAULT_PORT",
     "DEFAULT_SASL_USER",
     "HOST",
@@ -80,10 +81,14 @@ _JVM_OPTIONS = (
     # and p99 at 500 pods/s was 112-198 ms against 38-76 on a broker that had served runs before. With
     # 0.1: 0.6-1.4 s and 62-89 ms, for 0.7 s more to start (README, "Pipeline benchmark").
     "-XX:CompileThresholdScaling=0.1",
+    # Every compiler thread from the start, so `_yield_to_compiled_code` finds them all.
+    "-XX:-UseDynamicNumberOfCompilerThreads",
     # An out-of-memory broker that lingers half-alive is worse than one that dies and shows in status.
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
 )
+COMPILER_NICE = 10
+"""The nice value of the broker's JIT compiler threads (`_yield_to_compiled_code`)."""
 _MAVEN_TIMEOUT_S = 600.0
 _STOP_GRACE_AFTER_KILL_S = 5.0
 _PROBE_TIMEOUT_S = 1.0
@@ -583,6 +588,7 @@ class LocalBroker:
                 self._format(java, lib)
             pid = self._launch(java, lib)
             self._wait_ready(pid, timeout, launched=True)
+            _yield_to_compiled_code(pid)
             if self.sasl_ssl_port is not None:
                 self._ensure_scram_users(java, lib)
             return self.bootstrap
@@ -911,13 +917,16 @@ class LocalBroker:
         command = [java, *_JVM_OPTIONS, *self._classpath_options(lib), "kafka.Kafka", str(self._properties)]
         self._log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
         with self._stdout_file.open("wb") as out:
-            # A new session keeps Ctrl-C in the launching terminal (and its exit) away from the broker.
+            # A process group of its own keeps Ctrl-C in the launching terminal away from the broker. Not a
+            # session of its own: Linux's autogroup scheduling gives each session an equal share, so the
+            # broker alone weighed as much as the worker, applier and benchmark together, and lowering its
+            # compilers' priority (`_yield_to_compiled_code`) only shifted CPU among its own threads.
             self._proc = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                process_group=0,
             )
         tmp = self.pid_file.with_suffix(".tmp")
         tmp.write_text(f"{self._proc.pid}\n")
@@ -1050,6 +1059,19 @@ def describe_resolution() -> str:
     if _docker_answers():
         return f"testcontainers ({TESTCONTAINERS_IMAGE})"
     return f"local broker (Kafka {KAFKA_VERSION}, free port picked at start)"
+
+
+def _yield_to_compiled_code(pid: int) -> None:
+    """Lowers the priority of the broker's JIT compiler threads (Linux; elsewhere nothing happens). Even
+    with hot code compiled early (`-XX:CompileThresholdScaling`), C2 compiled in bursts of 100-300 ms that
+    took most of a core a minute into a run, and on 2 cores shared with the pipeline each burst starved the
+    worker: `bench.pipeline`'s late pods came in half-second stretches that matched the bursts. At nice 10,
+    in the scheduling group of the processes that started the broker (`_launch`), the compilers get what
+    the machine leaves idle and little of what the pipeline uses (README, "Pipeline benchmark")."""
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError, ValueError):
+            if (task / "comm").read_text().startswith(("C1 CompilerThre", "C2 CompilerThre")):
+                os.setpriority(os.PRIO_PROCESS, int(task.name), COMPILER_NICE)
 
 
 @contextlib.contextmanager

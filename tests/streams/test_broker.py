@@ -24,6 +24,7 @@ import pytest
 import streams.broker
 from schemas.exceptions import BrokerError
 from streams.broker import (
+    COMPILER_NICE,
     KAFKA_VERSION,
     BrokerStatus,
     LocalBroker,
@@ -93,6 +94,18 @@ def test_broker_up_returns_once_metadata_answers_and_down_stops_it(tmp_path: Pat
     print(f"time to ready (format + start + metadata answer): {seconds} s")
 
     try:
+        # Out of the terminal's process group (Ctrl-C), in the session that started it (Linux schedules
+        # each session as a group), and its JIT compilers below the pipeline's priority.
+        assert os.getpgid(pid) == pid
+        assert os.getsid(pid) == os.getsid(0)
+        if Path("/proc").is_dir():
+            compilers = [
+                int((task / "stat").read_text().rsplit(")", 1)[1].split()[16])  # the nice value
+                for task in Path(f"/proc/{pid}/task").glob("*")
+                if (task / "comm").read_text().startswith(("C1 CompilerThre", "C2 CompilerThre"))
+            ]
+            assert compilers and set(compilers) == {COMPILER_NICE}, compilers
+
         status = run_cli("status", "-p", port, "-d", data)
         assert (status.returncode, one_line(status.stdout)) == (
             0,
