@@ -15,13 +15,20 @@ STOP_GRACE_S = 30.0
 
 
 def start_role(
-    role: str, env: dict[str, str], logs: Path, *, cprofile: Path | None = None, suffix: str = ""
+    role: str,
+    env: dict[str, str],
+    logs: Path,
+    *,
+    args: Sequence[str] = (),
+    cprofile: Path | None = None,
+    suffix: str = "",
 ) -> subprocess.Popen[bytes]:
-    """`eyrie ROLE` in this interpreter, output to LOGS/ROLE[SUFFIX].log; under cProfile when asked."""
+    """`eyrie ROLE ARGS...` in this interpreter, output to LOGS/ROLE[SUFFIX].log; under cProfile when
+    asked."""
     command = [sys.executable]
     if cprofile is not None:
         command += ["-m", "cProfile", "-o", str(cprofile / f"{role}{suffix}.prof")]
-    command += ["-m", "streams.cli", role]
+    command += ["-m", "streams.cli", role, *args]
     # The child writes to its own copy of the descriptor; this process's copy is closed at once.
     with open(logs / f"{role}{suffix}.log", "ab") as log:
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -11,7 +11,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -28,6 +27,7 @@ from schemas.node import NodeEvent, NodeSpec, Taint
 from schemas.pod import PodDeleted, PodGroup, PodRequest, Toleration
 from streams.app import app_id
 from streams.client import EyrieClient, latest_decisions
+from streams.demo.processes import start_role
 from streams.demo.workload import generate_gpu_like_log, slice_gpu_trace
 from streams.replay import replay_live, replay_offline
 from streams.settings import Settings, load_settings
@@ -50,14 +50,9 @@ class Pipeline:
     def start(self, role: str, *args: str, name: str | None = None) -> None:
         """`eyrie ROLE ARGS...`, known as `name` (default: the role) to `kill`."""
         name = name or role
-        # The child writes to its own copy of the descriptor; this process's copy is closed at once.
-        with open(self.workdir / f"{name}.log", "ab") as log:
-            self.processes[name] = subprocess.Popen(
-                [str(Path(sys.executable).parent / "eyrie"), role, *args],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        self.processes[name] = start_role(
+            role, self.env, self.workdir, args=args, suffix=name.removeprefix(role)
+        )
 
     def kill(self, name: str) -> None:
         process = self.processes.pop(name)
