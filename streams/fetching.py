@@ -34,7 +34,7 @@ worker's own tables stay out of its fetches.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable
 from typing import Any, cast
 
 import aiokafka
@@ -53,6 +53,10 @@ class EyrieApp(faust.App):
 
     def __init__(self, *args: Any, fetch_max_wait_ms: int, **kwargs: Any) -> None:
         self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.before_commit: list[Callable[[], Awaitable[None]]] = []
+        """Called before the consumer commits offsets: an agent that holds outputs back after acknowledging
+        the events that made them (the applier's results for placement) hands them to the producer here,
+        which Faust flushes before it commits, so a committed input never leaves its output unsent."""
         super().__init__(*args, **kwargs)
 
     def _new_consumer(self) -> Any:
@@ -205,6 +209,11 @@ class _Consumer(AIOKafkaConsumer):
     # So stream records are held from the assignment until the flow resumes after the seek, and a
     # partition with nothing committed is sought to its first offset. Records fetched while held are read
     # again: the partitions they came from are sought back to their read offsets when the hold ends.
+
+    async def _commit_tps(self, tps: Iterable[Any], start_new_transaction: bool) -> bool:
+        for send_held_outputs in cast(EyrieApp, self.app).before_commit:
+            await send_held_outputs()
+        return bool(await super()._commit_tps(tps, start_new_transaction))
 
     async def on_partitions_assigned(self, assigned: set[Any], generation_id: int = 0) -> None:
         self._hold.assigned()
