@@ -33,7 +33,10 @@ class RecordingProducer:
         self.sent.append((topic, partition, value))
 
     def uids_per_record(self) -> list[list[str]]:
-        return [[envelope.value.uid for envelope in decode_envelopes(value)] for _, _, value in self.sent]
+        return [
+            [envelope.value.uid for envelope in decode_envelopes(value) if isinstance(envelope, Envelope)]
+            for _, _, value in self.sent
+        ]
 
 
 def topics_with(producer: RecordingProducer, settings: Settings | None = None) -> Any:
