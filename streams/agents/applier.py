@@ -65,6 +65,7 @@ class ForPlacement:
         self._linger_s = linger_s
         self._held: list[Envelope] = []
         self._timer: asyncio.TimerHandle | None = None
+        # The timer's send, held here: the event loop keeps only a weak reference to a task.
         self._flushing: asyncio.Task[None] | None = None
         self._sending = asyncio.Lock()  # a timer's send and an agent's must not interleave their records
 
