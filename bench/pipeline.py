@@ -21,8 +21,8 @@ zones, GPUs, taints, affinities), the nodes start empty.
    the binding-results topic carries it (publish → placement → applier → result).
 4. **Latency**: first `--warm-up-pods` more pods (default 2,000, not part of `--pods`) at the latency rate,
    not measured: a broker started for the run compiles the code paths of a steady stream only once it sees
-   one, and its compiler threads took the pipeline's cores in the measured phase (README, "Pipeline
-   benchmark"). Then, once a probe pod's verdict says the pipeline is drained, the remaining pods
+   one, and its compiler threads took the pipeline's cores in the measured phase
+   (docs/pipeline-performance.md). Then, once a probe pod's verdict says the pipeline is drained, the remaining pods
    published at `--latency-rate` (default: half the measured throughput); per pod, publish → its final
    result as this process receives it; p50, p99.
    Over this phase, each process's cores kept busy and its cores' worth of waiting for a CPU (`CpuMeter`:

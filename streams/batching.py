@@ -29,7 +29,7 @@ backlog arrive back to back and make large batches, a lone record waits only thi
 the event loop: the consumer hands over a fetch's records inline (`streams.fetching`), so a backlog's batch
 is whole by then. It was 1 ms, a timed wait per batch and hop; on a machine where a 1 ms wait cost 82 µs
 of CPU, 0 took about a fifth off the worker's CPU and 5 ms off p50 at 50 pods/s, and moved nothing beyond
-the noise under load (README, "Pipeline benchmark")."""
+the noise under load (docs/pipeline-performance.md)."""
 
 IDLE_CHECK_S = 1.0
 """How often an idle taker wakes to see whether its stream stopped."""

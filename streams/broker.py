@@ -74,13 +74,13 @@ _JVM_OPTIONS = (
     # The throughput collector: no concurrent refinement or marking threads and cheaper write barriers
     # than G1, and a young collection of this small heap is a few milliseconds. With it and the thread
     # counts below, the broker's CPU at 500 pods/s fell from 0.37 to 0.33-0.34 of a core, and the time its
-    # threads waited for a CPU from 0.79 to 0.64-0.67 (README, "Pipeline benchmark").
+    # threads waited for a CPU from 0.79 to 0.64-0.67 (docs/pipeline-performance.md).
     "-XX:+UseParallelGC",
     # Compile hot code after a tenth of the usual invocations. With the defaults, a broker started for a
     # run was still compiling a minute in: its compiler threads took 2.7-3.5 s of CPU over the 10 s
     # latency phase of `bench.pipeline` (half the broker's CPU, on 2 cores shared with the pipeline),
     # and p99 at 500 pods/s was 112-198 ms against 38-76 on a broker that had served runs before. With
-    # 0.1: 0.6-1.4 s and 62-89 ms, for 0.7 s more to start (README, "Pipeline benchmark").
+    # 0.1: 0.6-1.4 s and 62-89 ms, for 0.7 s more to start (docs/pipeline-performance.md).
     "-XX:CompileThresholdScaling=0.1",
     # Every compiler thread from the start, so `_yield_to_compiled_code` finds them all.
     "-XX:-UseDynamicNumberOfCompilerThreads",
@@ -1070,7 +1070,7 @@ def _yield_to_compiled_code(pid: int) -> None:
     took most of a core a minute into a run, and on 2 cores shared with the pipeline each burst starved the
     worker: `bench.pipeline`'s late pods came in half-second stretches that matched the bursts. At nice 10,
     in the scheduling group of the processes that started the broker (`_launch`), the compilers get what
-    the machine leaves idle and little of what the pipeline uses (README, "Pipeline benchmark")."""
+    the machine leaves idle and little of what the pipeline uses (docs/pipeline-performance.md)."""
     for task in Path(f"/proc/{pid}/task").glob("*"):
         with contextlib.suppress(OSError, ValueError):
             if (task / "comm").read_text().startswith(("C1 CompilerThre", "C2 CompilerThre")):

@@ -11,7 +11,7 @@ until batches were large enough to absorb the stalls, and latency stayed there.
 With a wait of 200 ms the broker answers a fetch of quiet partitions soon, and the next fetch names
 everything again. ``python -m bench.pipeline --nodes 5000 --pods 20000 --latency-share 0.5 --latency-rate
 400`` (10,000 pods at 400/s after 10,000 flat out): at 1,500 ms p50 4,148 and 122 ms, p99 5,050 and 1,704
-ms; at 200 ms p50 114 and 71 ms, p99 395 and 180 ms (README, "Pipeline benchmark").
+ms; at 200 ms p50 114 and 71 ms, p99 395 and 180 ms (docs/pipeline-performance.md).
 
 The consumer's fetch loop is Faust's with three changes (`_Consumer._drain_messages`): offsets a rebalance
 made it skip are read again rather than committed over; stream records are held from an assignment until

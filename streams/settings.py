@@ -75,10 +75,10 @@ class Settings(BaseModel):
     second)."""
     batch_window_ms: int = Field(default=15, ge=0, le=10_000)
     """The longest a worker's or applier's agent gathers one batch, from its first record; it hands the batch
-    over sooner when records stop coming for a millisecond (`streams.batching`), and an idle agent sleeps.
-    Every batch costs its hop a produce request and acknowledgements (the forwarder's also a sequencer
-    record), so under a backlog, whose records come back to back, batches grow up to this window, and a record
-    that comes alone leaves after a millisecond (README, "Pipeline benchmark")."""
+    over sooner, at the first turn of the event loop in which no record came (`streams.batching.QUIET_S`),
+    and an idle agent sleeps. Every batch costs its hop a produce request and acknowledgements (the
+    forwarder's also a sequencer record), so under a backlog, whose records come back to back, batches grow
+    up to this window, and a record that comes alone leaves at once (docs/pipeline-performance.md)."""
     request_timeout_ms: int = Field(default=30_000, ge=1000)
     shards: int = Field(default=1, ge=1, le=1024)
     """Partitions of the internal sequencer topic: one placement writer per cluster shard."""
