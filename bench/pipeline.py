@@ -22,9 +22,9 @@ zones, GPUs, taints, affinities), the nodes start empty.
 4. **Latency**: first `--warm-up-pods` more pods (default 2,000, not part of `--pods`) at the latency rate,
    not measured: a broker started for the run compiles the code paths of a steady stream only once it sees
    one, and its compiler threads took the pipeline's cores in the measured phase
-   (docs/pipeline-performance.md). Then, once a probe pod's verdict says the pipeline is drained, the remaining pods
-   published at `--latency-rate` (default: half the measured throughput); per pod, publish → its final
-   result as this process receives it; p50, p99.
+   (docs/pipeline-performance.md). Then, once a probe pod's verdict says the pipeline is drained, the
+   remaining pods published at `--latency-rate` (default: half the measured throughput); per pod,
+   publish → its final result as this process receives it; p50, p99.
    Over this phase, each process's cores kept busy and its cores' worth of waiting for a CPU (`CpuMeter`:
    this process, the applier, the workers, and the broker when it runs on this machine: the one Kafka
    process, or the one listening on the bootstrap port).
