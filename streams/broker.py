@@ -41,6 +41,7 @@ from schemas.exceptions import BrokerError, ToolMissing
 
 __all__ = [
     "COMPILER_NICE",
+    "COMPILER_THREAD_NAMES",
     "DEFAULT_PORT",
     "DEFAULT_SASL_USER",
     "HOST",
@@ -90,6 +91,8 @@ _JVM_OPTIONS = (
 )
 COMPILER_NICE = 10
 """The nice value of the broker's JIT compiler threads (`_yield_to_compiled_code`)."""
+COMPILER_THREAD_NAMES = ("C1 CompilerThre", "C2 CompilerThre")
+"""How the JVM's JIT compiler threads start their names in /proc (Linux cuts a thread's name at 15 bytes)."""
 _MAVEN_TIMEOUT_S = 600.0
 _STOP_GRACE_AFTER_KILL_S = 5.0
 _PROBE_TIMEOUT_S = 1.0
@@ -1073,7 +1076,7 @@ def _yield_to_compiled_code(pid: int) -> None:
     the machine leaves idle and little of what the pipeline uses (docs/pipeline-performance.md)."""
     for task in Path(f"/proc/{pid}/task").glob("*"):
         with contextlib.suppress(OSError, ValueError):
-            if (task / "comm").read_text().startswith(("C1 CompilerThre", "C2 CompilerThre")):
+            if (task / "comm").read_text().startswith(COMPILER_THREAD_NAMES):
                 os.setpriority(os.PRIO_PROCESS, int(task.name), COMPILER_NICE)
 
 

@@ -25,6 +25,7 @@ import streams.broker
 from schemas.exceptions import BrokerError
 from streams.broker import (
     COMPILER_NICE,
+    COMPILER_THREAD_NAMES,
     KAFKA_VERSION,
     BrokerStatus,
     LocalBroker,
@@ -102,7 +103,7 @@ def test_broker_up_returns_once_metadata_answers_and_down_stops_it(tmp_path: Pat
             compilers = [
                 int((task / "stat").read_text().rsplit(")", 1)[1].split()[16])  # the nice value
                 for task in Path(f"/proc/{pid}/task").glob("*")
-                if (task / "comm").read_text().startswith(("C1 CompilerThre", "C2 CompilerThre"))
+                if (task / "comm").read_text().startswith(COMPILER_THREAD_NAMES)
             ]
             assert compilers and set(compilers) == {COMPILER_NICE}, compilers
 
