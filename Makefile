@@ -46,10 +46,12 @@ bench: install
 	for profile in trimaran portrait balanced; do $(BIN)/python -m bench.placement --nodes 5000 --pods 5000 --profile $$profile || exit 1; done
 
 # A broker (KAFKA_BOOTSTRAP_SERVERS, else a local one), a worker, an applier, a replayed workload (a seeded
-# one shaped like the Alibaba GPU 2023 trace, or TRACE=DIR_OR_LOG), a summary table and plots in demo-out/.
+# one shaped like the Alibaba GPU 2023 trace, or TRACE=DIR_OR_LOG; flat out, or RATE=N events/s), a summary
+# table and plots in demo-out/.
 TRACE ?=
+RATE ?=
 demo: install
-	$(BIN)/python -m streams.demo $(if $(TRACE),--trace $(TRACE),)
+	$(BIN)/python -m streams.demo $(if $(TRACE),--trace $(TRACE),) $(if $(RATE),--rate $(RATE),)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,11 +1,13 @@
 """`make demo`: a broker, a worker and an applier, a replayed workload, a summary table and plots.
 
-    python -m streams.demo [--trace DIR_OR_LOG] [--pods 2000] [--nodes 200] [--out demo-out]
+    python -m streams.demo [--trace DIR_OR_LOG] [--pods 2000] [--nodes 200] [--rate N] [--out demo-out]
 
 Uses the broker named by KAFKA_BOOTSTRAP_SERVERS, else starts the local one (or testcontainers), and
 stops everything it started. The workload is a seeded one shaped like the Alibaba GPU 2023 trace, or
-the real trace (a directory: its first `--pods` pods) or any recorded event log. The last stdout line is
-the summary as one JSON object.
+the real trace (a directory: its first `--pods` pods) or any recorded event log. It is replayed flat out,
+so latency includes the queue a burst builds, or at most `--rate` events per second (pods, node events,
+deletions and samples alike), where latency is the pipeline's own. The last stdout line is the summary as
+one JSON object.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import NoReturn
 
 import orjson
 
@@ -82,7 +85,12 @@ async def _wait_for_worker(settings: Settings, timeout: float) -> float:
     return time.monotonic() - started
 
 
-def run_demo(trace: str | None, pods: int, nodes: int, out: Path, timeout: float) -> dict[str, object]:
+def run_demo(
+    trace: str | None, pods: int, nodes: int, out: Path, timeout: float, rate: float | None = None
+) -> dict[str, object]:
+    for name, value in (("--pods", pods), ("--nodes", nodes), ("--timeout", timeout), ("--rate", rate)):
+        if value is not None and not value > 0:
+            raise EyrieError(f"{name}: must be positive, got {value}")
     out.mkdir(parents=True, exist_ok=True)
     log = _workload(trace, out, pods, nodes)
     events = list(read_events(log))
@@ -105,9 +113,10 @@ def run_demo(trace: str | None, pods: int, nodes: int, out: Path, timeout: float
         print(f"broker {bootstrap}; worker and applier started (topics {prefix}*, logs in {out})", flush=True)
         try:
             ready = asyncio.run(_wait_for_worker(settings, timeout))
-            print(f"worker ready in {ready:.1f} s; replaying", flush=True)
+            pace = "flat out" if rate is None else f"at {rate:g} events/s"
+            print(f"worker ready in {ready:.1f} s; replaying {pace}", flush=True)
             started = time.monotonic()
-            stats = asyncio.run(replay_live(log, settings))
+            stats = asyncio.run(replay_live(log, settings, rate=rate))
             print(
                 f"replayed {stats.events} events in {stats.seconds:.1f} s; waiting for decisions", flush=True
             )
@@ -141,8 +150,15 @@ def run_demo(trace: str | None, pods: int, nodes: int, out: Path, timeout: float
     return summary.to_json()
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line, as every other bad input gets, rather than argparse's usage and message."""
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m streams.demo", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m streams.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--trace", help="Alibaba GPU 2023 trace directory or an event log (default: generated)"
     )
@@ -150,9 +166,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--out", type=Path, default=Path("demo-out"))
     parser.add_argument("--timeout", type=float, default=300.0, help="Seconds to wait for every decision")
+    parser.add_argument(
+        "--rate", type=float, default=None, help="At most this many events per second (default: flat out)"
+    )
     args = parser.parse_args()
     try:
-        result = run_demo(args.trace or None, args.pods, args.nodes, args.out, args.timeout)
+        result = run_demo(args.trace or None, args.pods, args.nodes, args.out, args.timeout, args.rate)
     except EyrieError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         raise SystemExit(2) from None
