@@ -7,6 +7,8 @@ import sys
 import pytest
 import yaml
 
+from tests.commands import run_module
+
 NODES = [
     {
         "name": "m1",
@@ -42,13 +44,7 @@ def explain(tmp_path, nodes=None, pod=None, profile=None, *extra):
         profile_path = tmp_path / "profile.yaml"
         profile_path.write_text(profile if isinstance(profile, str) else yaml.safe_dump(profile))
         args += ["--profile", str(profile_path)]
-    return subprocess.run(
-        [sys.executable, "-m", "streams.cli", "explain", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_module("streams.cli", "explain", *args, timeout=60)
 
 
 def test_explain_prints_the_spec_7_object_for_seed_001(tmp_path):

@@ -12,7 +12,6 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -35,26 +34,17 @@ from streams.broker import (
     resolved_broker,
     wait_until_answering,
 )
+from tests.commands import REPO, run_module
 
 pytestmark = pytest.mark.kafka
 
-REPO = Path(__file__).resolve().parents[2]
 POM = REPO / "streams" / "kafka" / "pom.xml"
 
 
 def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 90.0
 ) -> subprocess.CompletedProcess[str]:
-    # sys.executable is absolute, so the interpreter is found even when a test empties PATH.
-    return subprocess.run(
-        [sys.executable, "-m", "streams.cli_broker", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_module("streams.cli_broker", *args, env=env, timeout=timeout)
 
 
 def one_line(text: str) -> str:

@@ -1,8 +1,6 @@
 """The `eyrie` command as a user runs it: exit codes, one-line errors, files written."""
 
 import json
-import subprocess
-import sys
 import uuid
 
 import orjson
@@ -11,17 +9,11 @@ import pytest
 from schemas.events import Binding, BindingResult
 from streams.client import EyrieClient
 from streams.settings import load_settings
+from tests.commands import run_module
 
 
 def eyrie(*args, env=None, check=False):
-    result = subprocess.run(
-        [sys.executable, "-m", "streams.cli", *map(str, args)],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    result = run_module("streams.cli", *args, env=env)
     if check:
         assert result.returncode == 0, result.stderr
     return result

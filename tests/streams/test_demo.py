@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import orjson
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.commands import run_module
 
 # ------------------------------------------------------------------------------------------- builders
 
@@ -22,15 +20,7 @@ def run_demo(
     env = dict(os.environ)
     if bootstrap is not None:
         env["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
-    return subprocess.run(
-        [sys.executable, "-m", "streams.demo", *args],
-        check=False,
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_module("streams.demo", *args, env=env, timeout=timeout)
 
 
 # ---------------------------------------------------------------------------------------------- cases

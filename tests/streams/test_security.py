@@ -44,6 +44,7 @@ from streams.security import (
 )
 from streams.settings import Settings, load_settings
 from streams.topics import topic_specs
+from tests.commands import run_module
 
 REPO = Path(__file__).resolve().parents[2]
 ALICE = "alice-Pa55word-7f3c"  # distinctive, so a leak into a log or a message is found by search
@@ -108,14 +109,7 @@ def security_env(
 
 
 def eyrie(*args: Any, env: dict[str, str], timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "streams.cli", *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_module("streams.cli", *args, env=env, timeout=timeout)
 
 
 def one_line(text: str) -> str:
