@@ -1,8 +1,6 @@
 """`eyrie explain` as SPEC 7 specifies it: inputs, the output keys, one-line errors naming file and field."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -148,19 +146,5 @@ def test_malformed_inputs_exit_2_with_one_line_naming_file_and_field(
 
 
 def test_a_missing_file_exits_2(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "streams.cli",
-            "explain",
-            "--nodes",
-            str(tmp_path / "none"),
-            "--pod",
-            str(tmp_path / "none"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_module("streams.cli", "explain", "--nodes", tmp_path / "none", "--pod", tmp_path / "none")
     assert result.returncode == 2 and "No such file" in result.stderr

@@ -13,7 +13,6 @@ import re
 import shutil
 import ssl
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -379,13 +378,7 @@ def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured
         "--sasl-password-file",
         password_file,
     ]
-    started = subprocess.run(
-        [sys.executable, "-m", "streams.cli_broker", *map(str, command)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    started = run_module("streams.cli_broker", *command, timeout=600)
     broker = LocalBroker(
         port, directory / "data", controller, sasl_ssl_port=sasl_ssl, sasl_users={"alice": ALICE}
     )
