@@ -21,13 +21,15 @@ lint: install
 typecheck: install
 	$(BIN)/mypy schemas portraits policies streams bench
 
-# The whole suite, Kafka tests included: tests/conftest.py starts one broker for the session.
+# The whole suite, Kafka and Kubernetes tests included: tests/conftest.py starts one broker and one control
+# plane for the session (KAFKA_BOOTSTRAP_SERVERS / KUBECONFIG name existing ones); the first run on a machine
+# also builds the control plane with Go into ~/.cache/eyrie (`eyrie kube up` does the same).
 test: lint typecheck
 	$(BIN)/pytest
 
-# Everything that does not need a broker.
+# Everything that needs neither a broker nor a Kubernetes API server.
 test-fast: install
-	$(BIN)/pytest -m 'not kafka'
+	$(BIN)/pytest -m 'not kafka and not kube'
 
 # The fault cases alone (CI runs them within `make test`): a 20,000-pod replay per fault, and the table.
 test-faults: install

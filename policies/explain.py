@@ -13,14 +13,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policies.framework.profile import BUILTIN_PROFILES, ProfileSet, load_profiles, parse_profile
+from policies.framework.profile import ProfileSet, load_profiles
 from policies.scheduler import Explanation, Scheduler
 from policies.usage import PORTRAIT_METRICS, WINDOW_METRICS, unknown_metric
 from portraits.hourly import HOURS, Portrait
 from schemas.codec import decode_json, model_from_mapping
 from schemas.exceptions import ConfigError, InvalidInput
+from schemas.manifest import is_pod_manifest, pod_from_manifest
 from schemas.node import NodeSpec, Taint
 from schemas.pod import PodRequest
 from schemas.quantity import ResourceList, Resources
@@ -32,6 +34,7 @@ __all__ = [
     "explain_files",
     "load_node_states",
     "load_pod",
+    "read_document",
     "read_json_file",
     "resolve_profiles",
     "to_portrait",
@@ -101,10 +104,25 @@ def read_json_file(path: str | Path) -> Any:
         raise InvalidInput(f"{path}: {exc}") from None
 
 
+def read_document(path: str | Path) -> Any:
+    """A JSON file's document, or a YAML file's (``.yaml``, ``.yml``: one document)."""
+    if Path(path).suffix.lower() not in (".yaml", ".yml"):
+        return read_json_file(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise InvalidInput(f"{path}: {reason}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidInput(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
 def load_node_states(path: str | Path) -> list[NodeState]:
-    document = read_json_file(path)
+    document = read_document(path)
     if not isinstance(document, list):
-        raise InvalidInput(f"{path}: expected a JSON list of node states")
+        raise InvalidInput(f"{path}: expected a list of node states")
     states = []
     for index, item in enumerate(document):
         try:
@@ -119,12 +137,15 @@ def load_node_states(path: str | Path) -> list[NodeState]:
 
 
 def load_pod(path: str | Path) -> tuple[PodRequest, dict[str, Any]]:
-    """The pod, and the extras SPEC 7 allows beside a PodRequest (``portrait``)."""
-    document = read_json_file(path)
+    """The pod (a PodRequest, or a Kubernetes Pod manifest as `eyrie publish` reads one), and the extras
+    SPEC 7 allows beside a PodRequest (``portrait``)."""
+    document = read_document(path)
     if not isinstance(document, dict):
-        raise InvalidInput(f"{path}: expected a JSON object (a PodRequest)")
-    extras = {key: document.pop(key) for key in ("portrait",) if key in document}
+        raise InvalidInput(f"{path}: expected an object (a PodRequest or a Pod manifest)")
     try:
+        if is_pod_manifest(document):
+            return pod_from_manifest(document), {}
+        extras = {key: document.pop(key) for key in ("portrait",) if key in document}
         return model_from_mapping(PodRequest, document), extras
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc}") from None
@@ -178,24 +199,26 @@ def build_scheduler(
 
 def resolve_profiles(
     profile_path: str | Path | None, scheduler_name: str | None, pod: PodRequest
-) -> tuple[ProfileSet, str]:
-    """The profile a dry cycle runs: `--profile` (one of its profiles, by `--scheduler-name` or the pod's
-    `scheduler_name`), else the built-in named so, else `default`."""
-    if profile_path is None:
-        name = scheduler_name or (pod.scheduler_name if pod.scheduler_name in BUILTIN_PROFILES else "default")
-        if name not in BUILTIN_PROFILES:
-            raise ConfigError(f"no built-in profile named {name!r} (built-in: {', '.join(BUILTIN_PROFILES)})")
-        return ProfileSet([parse_profile(BUILTIN_PROFILES[name])]), name
-    loaded = load_profiles(profile_path)
-    if len(loaded) == 1 and scheduler_name is None:
-        return ProfileSet(loaded.values()), next(iter(loaded))
-    name = scheduler_name or pod.scheduler_name
-    if name not in loaded:
-        raise ConfigError(
-            f"{profile_path}: no profile named {name!r} (has: {', '.join(sorted(loaded))}); "
-            "pass --scheduler-name"
-        )
-    return ProfileSet([loaded[name]]), name
+) -> tuple[ProfileSet, str | None]:
+    """The profiles a worker would hold and the one to explain with.
+
+    A worker holds the built-in profiles and every published one (a published profile replaces the
+    built-in of its name), so `--profile`'s profiles join the built-ins here. The cycle runs
+    `--scheduler-name` when given (it must exist), else the file's profile when it holds only one, else
+    the pod's `scheduler_name` as placement would: None when no profile has that name, which placement
+    answers with unschedulable, not with another profile's decision."""
+    profiles = ProfileSet.builtin()
+    loaded = load_profiles(profile_path) if profile_path is not None else {}
+    for profile in loaded.values():
+        profiles.replace(profile)
+    if scheduler_name is not None:
+        if profiles.get(scheduler_name) is None:
+            known = ", ".join(profiles.names())
+            raise ConfigError(f"--scheduler-name: no profile named {scheduler_name!r} (known: {known})")
+        return profiles, scheduler_name
+    if len(loaded) == 1:
+        return profiles, next(iter(loaded))
+    return profiles, None
 
 
 def explain_files(

@@ -94,15 +94,20 @@ class Explanation:
     scores: dict[str, dict[str, int]]
     total: dict[str, int]
     message: str = ""
+    """Why no node was selected, in the words of the unschedulable result placement would publish."""
+    profile: str | None = None
+    """The profile the cycle ran; None when the pod names a profile placement does not have."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "pod": self.pod,
+            "profile": self.profile,
             "selected": self.selected,
             "feasible": self.feasible,
             "filtered": self.filtered,
             "scores": self.scores,
             "total": self.total,
+            **({"message": self.message} if self.message else {}),
         }
 
 
@@ -277,7 +282,7 @@ class Scheduler:
             return []
         profile = self.profiles.get(pod.scheduler_name)
         if profile is None:
-            reason = f"no profile named {pod.scheduler_name!r} (known: {', '.join(self.profiles.names())})"
+            reason = self.unknown_profile(pod.scheduler_name)
             return [Unschedulable(pod.uid, (reason,), pod.scheduler_name, 0, reason)]
         queued = _Queued(pod, self._arrivals)
         self._arrivals += 1
@@ -383,14 +388,26 @@ class Scheduler:
             self._run_batches(now)
         return self._drain()
 
+    def unknown_profile(self, name: str) -> str:
+        """The reason a pod naming a profile this scheduler lacks is unschedulable."""
+        return f"no profile named {name!r} (known: {', '.join(self.profiles.names())})"
+
     def explain(self, pod: PodRequest, now: float = 0.0, *, profile_name: str | None = None) -> Explanation:
-        """One dry cycle (nothing is reserved) with every filter's reasons and every plugin's scores."""
+        """One dry cycle (nothing is reserved) with every filter's reasons and every plugin's scores.
+
+        `profile_name` overrides the pod's `scheduler_name` and must be known (KeyError). A pod naming an
+        unknown profile is explained as `add_pod` answers it: unschedulable, no node tried, never another
+        profile's decision."""
+        if profile_name is not None and self.profiles.get(profile_name) is None:
+            raise KeyError(profile_name)
         profile = self.profiles.get(profile_name or pod.scheduler_name)
         if profile is None:
-            raise KeyError(profile_name or pod.scheduler_name)
+            message = self.unknown_profile(pod.scheduler_name)
+            return Explanation(pod.uid, None, [], {}, {}, {}, message=message)
         self._attach(profile)
         explanation = self._cycle(_Queued(pod, -1), profile, now, explain=True)
         assert explanation is not None
+        explanation.profile = profile.name
         return explanation
 
     @property

@@ -1,6 +1,7 @@
 """Files a user hands to ``eyrie publish``: JSON (an object or a list), JSON Lines, YAML (several documents),
-Kubernetes Pod manifests and ``v1 List``s of them, or recorded event-log lines. Each document becomes
-(topic, key, model), or an `InvalidInput` naming the file, the document and the field."""
+Kubernetes Pod manifests and ``v1 List``s of them, scheduler profiles and KubeSchedulerConfigurations, or
+recorded event-log lines. Each document becomes (topic, key, model), or an `InvalidInput` naming the file,
+the document and the field."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from schemas.exceptions import InvalidInput
 from schemas.manifest import is_pod_manifest, pod_from_manifest
 from schemas.node import NodeEvent
 
-__all__ = ["Document", "classify", "load_documents"]
+__all__ = ["Document", "classify", "is_profile_document", "load_documents"]
+
+_SCHEDULER_CONFIGURATION = "KubeSchedulerConfiguration"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +89,48 @@ def classify(document: Any, where: str) -> Iterator[Document]:
         elif isinstance(document, dict) and "uid" in document:
             pod_event = pod_event_from_mapping(document)
             yield Document("pod-requests", pod_event.uid, pod_event)
+        elif is_profile_document(document):
+            yield from _profiles(document)
         else:
             raise InvalidInput(
                 "cannot tell what this document is (expected a Pod manifest, a PodRequest with uid, "
-                "a NodeEvent with type and node, a MetricSample with node and values, or an event-log line)"
+                "a NodeEvent with type and node, a MetricSample with node and values, a scheduler profile "
+                "with schedulerName or a KubeSchedulerConfiguration with profiles, or an event-log line)"
             )
     except InvalidInput as exc:
         raise InvalidInput(f"{where}: {exc}") from None
+
+
+def is_profile_document(document: object) -> bool:
+    """A scheduler profile (``schedulerName``) or a KubeSchedulerConfiguration (``profiles``)."""
+    return isinstance(document, dict) and (
+        "schedulerName" in document
+        or document.get("kind") == _SCHEDULER_CONFIGURATION
+        or ("profiles" in document and set(document) <= {"apiVersion", "kind", "profiles"})
+    )
+
+
+def _profiles(document: dict[str, Any]) -> Iterator[Document]:
+    """Each profile as a record of the config topic, keyed by its name. Only the shape is checked here; the
+    scheduling framework validates the profile (`eyrie publish` and `eyrie profiles publish` have it do so
+    before sending anything)."""
+    items: Any = [document]
+    where = ""
+    if "schedulerName" not in document:
+        extra = sorted(set(document) - {"apiVersion", "kind", "profiles"})
+        if extra:
+            raise InvalidInput(f"unknown field of a {_SCHEDULER_CONFIGURATION}", field=extra[0])
+        items, where = document.get("profiles"), "profiles"
+        if not isinstance(items, list) or not items:
+            raise InvalidInput("expected a non-empty list of profiles", field="profiles")
+    for index, item in enumerate(items):
+        field = f"{where}[{index}]." if where else ""
+        name = item.get("schedulerName") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            raise InvalidInput(
+                "required: a non-empty string naming the profile", field=f"{field}schedulerName"
+            )
+        yield Document("config", name, item)
 
 
 def load_documents(path: str | Path) -> Iterator[Document]:

@@ -3,6 +3,16 @@
 Reading streams line by line (constant memory, gzip when the name ends in ``.gz``, ``-`` for stdin) and
 validates every value with the topic's model, so a bad line is reported with its number before anything
 downstream sees it.
+
+Placement records (what ``eyrie record`` takes from the sequencer) are lines with one more field,
+``"shard"``: the sequencer partition (cluster shard) that applied them. They come in the order that shard
+applied them, and ``ts`` is the time it applied them at, so ``ts`` need not grow from line to line (the
+shards' clocks are their own, and a shard's clock goes back when a live replay session starts on an older
+log's clock). Inputs keep their topics (``pod-requests``, ``node-events``, ``config``, whose value is null
+for a deleted profile); what only placement sees has its own: ``placement.summary`` and
+``placement.workload`` (the metrics agent's summaries), ``placement.result`` (the applier's results) and
+``placement.tick`` (the worker's clock ticks, value null). Readers that do not ask for them
+(``read_events(placement=False)``, e.g. a live replay, which can publish only inputs) skip those lines.
 """
 
 from __future__ import annotations
@@ -12,7 +22,7 @@ import gzip
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -24,7 +34,15 @@ from pydantic import BaseModel
 from schemas.codec import TOPIC_MODELS, decode_json, to_jsonable
 from schemas.exceptions import EventLogError, InvalidInput
 
-__all__ = ["EventLogWriter", "LogEvent", "open_text", "read_events", "replacing_text"]
+__all__ = [
+    "PLACEMENT_TOPICS",
+    "EventLogWriter",
+    "LogEvent",
+    "open_text",
+    "placement_only",
+    "read_events",
+    "replacing_text",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +52,30 @@ class LogEvent:
     key: str | None
     value: Any  # the topic's model (PodRequest, MetricSample, ...) or a profile document for "config"
     line: int = 0
+    shard: int | None = None
+    """The sequencer partition that applied it, on a placement record; None on a topic record."""
+
+
+def _json_object(data: object, *, prefix: str | None = None) -> dict[str, Any]:
+    # Summaries are the metrics core's (streams), which this layer does not import: the replay that feeds
+    # them checks the rest, and names the line too.
+    if not isinstance(data, dict):
+        raise InvalidInput(f"expected a JSON object, got {type(data).__name__}", field=prefix)
+    return data
+
+
+def _null(data: object, *, prefix: str | None = None) -> None:
+    if data is not None:
+        raise InvalidInput("must be null", field=prefix)
+
+
+PLACEMENT_TOPICS: dict[str, Callable[..., Any]] = {
+    "placement.summary": _json_object,
+    "placement.workload": _json_object,
+    "placement.result": TOPIC_MODELS["binding-results"],
+    "placement.tick": _null,
+}
+"""The lines of placement records that are not inputs of a topic, and how their values are checked."""
 
 
 def open_text(path: str | Path, mode: str = "r", *, field: str | None = None) -> IO[str]:
@@ -93,27 +135,45 @@ def _parse_line(text: str, number: int) -> LogEvent:
     missing = [name for name in ("ts", "topic", "value") if name not in record]
     if missing:
         raise EventLogError("field required", line=number, field=missing[0])
-    ts, topic, key = record["ts"], record["topic"], record.get("key")
+    ts, topic, key, shard = record["ts"], record["topic"], record.get("key"), record.get("shard")
     if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) or ts < 0:
         raise EventLogError(f"ts must be a non-negative number, got {ts!r}", line=number, field="ts")
-    if topic not in TOPIC_MODELS:
+    if shard is not None and (isinstance(shard, bool) or not isinstance(shard, int) or shard < 0):
         raise EventLogError(
-            f"unknown topic {topic!r} (expected one of {', '.join(TOPIC_MODELS)})", line=number, field="topic"
+            f"shard must be a partition number ≥ 0, got {shard!r}", line=number, field="shard"
         )
+    parsers = TOPIC_MODELS if shard is None else {**TOPIC_MODELS, **PLACEMENT_TOPICS}
+    if topic not in parsers:
+        expected = ", ".join(TOPIC_MODELS)
+        if topic in PLACEMENT_TOPICS:
+            error = f"topic {topic!r} is only for placement records (lines with a shard)"
+        else:
+            error = f"unknown topic {topic!r} (expected one of {expected}, or placement topics with a shard)"
+        raise EventLogError(error, line=number, field="topic")
     if key is not None and not isinstance(key, str):
         raise EventLogError("key must be a string or null", line=number, field="key")
+    if topic == "config" and shard is not None and record["value"] is None:
+        return LogEvent(float(ts), topic, key, None, number, shard)  # a deleted profile, as placement saw it
     try:
-        value = TOPIC_MODELS[topic](record["value"], prefix="value")
+        value = parsers[topic](record["value"], prefix="value")
     except InvalidInput as exc:
         raise EventLogError(str(exc).removeprefix(f"{exc.field}: "), line=number, field=exc.field) from None
-    return LogEvent(float(ts), topic, key, value, number)
+    return LogEvent(float(ts), topic, key, value, number, shard)
+
+
+def placement_only(event: LogEvent) -> bool:
+    """Whether only placement can use the line: a summary, result or tick, or a deleted profile (which is
+    not a document anyone could publish)."""
+    return event.topic in PLACEMENT_TOPICS or (event.topic == "config" and event.value is None)
 
 
 def read_events(
-    path: str | Path, *, strict_order: bool = True, field: str | None = None
+    path: str | Path, *, strict_order: bool = True, field: str | None = None, placement: bool = False
 ) -> Iterator[LogEvent]:
     """Yield events one at a time. Blank lines are skipped; a ``ts`` going backwards is an error when
-    `strict_order` (replay relies on the order). `field` names the path's option in an error."""
+    `strict_order` (replay relies on the order), except on placement records, which are in the order
+    placement applied them. `placement`: also yield the lines only placement can use (`placement_only`);
+    without it they are checked and left out. `field` names the path's option in an error."""
     stream = open_text(path, field=field)
     last_ts = -math.inf
     number = 0
@@ -122,6 +182,10 @@ def read_events(
             if not text.strip():
                 continue
             event = _parse_line(text, number)
+            if event.shard is not None:
+                if placement or not placement_only(event):
+                    yield event
+                continue
             if strict_order and event.ts < last_ts:
                 raise EventLogError(f"ts {event.ts} goes back from {last_ts}", line=number, field="ts")
             last_ts = max(last_ts, event.ts)
@@ -141,25 +205,75 @@ def _after(line: int) -> str:
     return f" after line {line}" if line else ""
 
 
+_WRITE_BYTES = 64 * 1024
+"""Lines a writer collects before it hands them to the file (whole lines only; `flush` hands them sooner)."""
+
+
+def _open_binary(path: str | Path, field: str | None) -> IO[bytes]:
+    if str(path) == "-":
+        sys.stdout.flush()  # whatever was printed as text goes first
+        return sys.stdout.buffer
+    try:
+        if str(path).endswith(".gz"):
+            return cast(IO[bytes], gzip.open(path, "wb"))
+        # Unbuffered: every write is one system call of whole lines, so the file never ends inside a line.
+        return open(path, "wb", buffering=0)
+    except OSError as exc:
+        raise InvalidInput(f"{path}: {_reason(exc, Path(path), reading=False)}", field=field) from None
+
+
 class EventLogWriter:
-    """Appends events as JSON Lines; use as a context manager."""
+    """Appends events as JSON Lines; use as a context manager.
+
+    Lines reach the file whole, when `_WRITE_BYTES` of them are waiting and at every `flush`, so a reader
+    of a growing log, or one left by a killed process, sees complete lines up to the last flush (a .gz
+    up to its last flush, after which its last line may be cut; `close` finishes the gzip stream)."""
 
     def __init__(self, path: str | Path, *, field: str | None = None) -> None:
-        self._stream = open_text(path, "w", field=field)
+        self._stream = _open_binary(path, field)
+        self._waiting: list[bytes] = []
+        self._waiting_bytes = 0
         self.count = 0
 
-    def write(self, ts: float, topic: str, key: str | None, value: BaseModel | dict[str, Any]) -> None:
+    def write(
+        self,
+        ts: float,
+        topic: str,
+        key: str | None,
+        value: BaseModel | dict[str, Any] | None,
+        *,
+        shard: int | None = None,
+    ) -> None:
+        """One line; `shard` makes it a placement record (see the module's docstring)."""
         payload = to_jsonable(value) if isinstance(value, BaseModel) else value
-        line = orjson.dumps({"ts": ts, "topic": topic, "key": key, "value": payload})
-        self._stream.write(line.decode())
-        self._stream.write("\n")
+        record = {"ts": ts, "topic": topic, "key": key, "value": payload}
+        if shard is not None:
+            record["shard"] = shard
+        line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        self._waiting.append(line)
+        self._waiting_bytes += len(line)
         self.count += 1
+        if self._waiting_bytes >= _WRITE_BYTES:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        if self._waiting:
+            self._stream.write(b"".join(self._waiting))
+            self._waiting, self._waiting_bytes = [], 0
+
+    def flush(self) -> None:
+        """Every line written so far into the file (a gzip stream is sync-flushed: readable up to here)."""
+        self._hand_over()
+        self._stream.flush()
 
     def close(self) -> None:
-        if self._stream is sys.stdout:
-            self._stream.flush()
-        else:
-            self._stream.close()
+        try:
+            self._hand_over()
+        finally:
+            if self._stream is getattr(sys.stdout, "buffer", None):
+                self._stream.flush()
+            else:
+                self._stream.close()
 
     def __enter__(self) -> EventLogWriter:
         return self

@@ -50,6 +50,9 @@ class Binding(Event):
 
     uid: Name
     node: Name
+    namespace: str | None = Field(default=None, max_length=63)
+    name: str | None = Field(default=None, max_length=253)
+    """The pod's namespace and name, carried so results can be read by people (`eyrie decisions`)."""
     cluster: Name = "default"
     profile: Name = "default"
     score: int = 0
@@ -66,6 +69,8 @@ BindingStatus = Literal["applied", "conflict", "rejected", "unschedulable"]
 
 class BindingResult(Event):
     uid: Name
+    namespace: str | None = Field(default=None, max_length=63)
+    name: str | None = Field(default=None, max_length=253)
     node: str | None = None
     cluster: str | None = None
     status: BindingStatus

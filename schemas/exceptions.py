@@ -8,8 +8,9 @@
     │   ├── ManifestError                  a Kubernetes manifest that cannot become a PodRequest
     │   └── EventLogError                  a bad line in a recorded event log; `line` is its 1-based number
     ├── ConfigError (ValueError)           a bad setting, profile or plugin argument
-    └── BrokerError (RuntimeError)         the Kafka broker cannot be resolved, started, reached or stopped
-        └── ToolMissing                    Java or Maven is not installed
+    ├── BrokerError (RuntimeError)         the Kafka broker cannot be resolved, started, reached or stopped
+    │   └── ToolMissing                    Java or Maven is not installed
+    └── ControlPlaneError (RuntimeError)   the Kubernetes control plane cannot be built, started or reached
 
 Callers at the edge (the CLI, the stream decoders) catch `EyrieError` and turn it into one line or a
 dead-letter record; nothing below the edge prints.
@@ -20,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "BrokerError",
     "ConfigError",
+    "ControlPlaneError",
     "EventLogError",
     "EyrieError",
     "InvalidInput",
@@ -68,3 +70,7 @@ class BrokerError(EyrieError, RuntimeError):
 
 class ToolMissing(BrokerError):
     """Java or Maven, needed to run the local broker, is not on PATH."""
+
+
+class ControlPlaneError(EyrieError, RuntimeError):
+    """The control plane could not be built, started, reached or stopped, or a tool it needs is missing."""

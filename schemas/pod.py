@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from schemas.base import Event, LabelKey, LabelValue, Name, Timestamp
 from schemas.quantity import ResourceList, Resources
@@ -144,8 +144,25 @@ def _effective(
     return total
 
 
+def _shorthand_schema(schema: dict[str, Any]) -> None:
+    """The JSON Schema of what `PodRequest._expand_shorthand` and `_ports_from_ints` accept beyond the fields:
+    ``requests``/``limits`` at the top level (one container; not with a non-empty ``containers``), and a
+    host port given as its number. Without this, exported schemas refused what the model reads."""
+    resources = TypeAdapter(ResourceList).json_schema(mode="validation")
+    properties = schema["properties"]
+    for key in ("requests", "limits"):
+        properties[key] = {**resources, "description": f"shorthand for containers: [{{{key}: ...}}]"}
+    schema["dependentSchemas"] = {
+        key: {"properties": {"containers": {"maxItems": 0}}} for key in ("requests", "limits")
+    }
+    ports = properties["host_ports"]
+    ports["items"] = {"anyOf": [ports["items"], {"type": "integer", "minimum": 1, "maximum": 65535}]}
+
+
 class PodRequest(Event):
     """A request to place one pod (or, with ``replicas > 1``, a workload across clusters)."""
+
+    model_config = ConfigDict(json_schema_extra=_shorthand_schema)
 
     uid: Name
     name: str = Field(default="", max_length=253)

@@ -16,6 +16,8 @@ from typing import Any
 import faust
 
 from streams.fetching import EyrieApp
+from streams.lifecycle import PROBE_S, Lifecycle, probe_broker
+from streams.logs import EyrieHandler, configure_logging, flush_repeats
 from streams.observability import Observability, install
 from streams.security import faust_broker
 from streams.settings import Settings
@@ -123,9 +125,14 @@ def create_app(settings: Settings, role: str = "worker", *, web_port: int | None
         stream_wait_empty=False,
         web_enabled=web_port is not None,
         web_port=web_port or 6066,
-        web_bind="127.0.0.1",
+        web_bind=settings.web_host,
         autodiscover=False,
+        # Faust's check that every assigned partition is fetched and its stream moving (it logs an error
+        # for one that is not); `streams.fetching` leaves the partitions eyrie pauses out of it.
+        stream_processing_timeout=settings.stall_timeout_s,
+        broker_commit_livelock_soft_timeout=settings.stall_timeout_s,
     )
+    app.lifecycle = Lifecycle(role, settings, web_port)
     observe = Observability()
     install(app, observe, role)
     topics = _topics(app, settings, observe)
@@ -143,19 +150,60 @@ def create_app(settings: Settings, role: str = "worker", *, web_port: int | None
 
 
 class _Worker(faust.Worker):
-    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
-        # No terminal spinner. Faust's handler for it sets the root logger to DEBUG, so every debug call of
-        # Faust and mode (one per record a table writes to its changelog) built a LogRecord, walked the
-        # stack for its caller and went through the handlers: 3 % of the applier's samples at 500 pods/s.
+    """Faust's worker, with eyrie's logging (`streams.logs`, set up by the CLI before it starts) left in
+    place, and the lifecycle lines of `streams.lifecycle` written as it starts, runs and stops."""
+
+    def __init__(self, app: faust.App, *args: Any, lifecycle: Lifecycle | None = None, **kwargs: Any) -> None:
+        # Faust's worker would replace the root logger's handlers with its own (coloured text, stdout
+        # redirected into the log), so `--log-format json` would not hold for Faust's lines.
+        super().__init__(app, *args, override_logging=False, **kwargs)
+        # No terminal spinner. Its handler set the root logger to DEBUG, so every debug call of Faust and mode
+        # (one per record a table writes to its changelog) built a LogRecord, walked the stack for its caller
+        # and went through the handlers: 3 % of the applier's samples at 500 pods/s.
         self.spinner = None
+        self.lifecycle = lifecycle
+        self.stop_reason = "stopped"
+
+    def _on_sigint(self) -> None:
+        self.stop_reason = "SIGINT"
+        super()._on_sigint()
+
+    def _on_sigterm(self) -> None:
+        self.stop_reason = "SIGTERM"
+        super()._on_sigterm()
+
+    async def on_startup_finished(self) -> None:
+        await super().on_startup_finished()
+        if self.lifecycle is not None and not self._shutdown_immediately:
+            self.lifecycle.ready(self.app)
+            self.add_future(self._watch(self.lifecycle))
+
+    async def _watch(self, lifecycle: Lifecycle) -> None:
+        """About once a second: collapsed log repeats whose window is over, the assignment, the broker."""
+        while not self.should_stop:
+            await self.sleep(PROBE_S)
+            if self.should_stop:
+                break
+            flush_repeats()
+            lifecycle.check_assignment(self.app)
+            lifecycle.check_broker(await probe_broker(self.app))
 
 
-def run_app(app: faust.App, *, loglevel: str = "warning") -> None:
-    """Run until SIGINT/SIGTERM (Faust's worker owns the event loop and signal handling)."""
+def run_app(app: faust.App) -> None:
+    """Run until SIGINT/SIGTERM (Faust's worker owns the event loop and signal handling); logs one line
+    when ready and one when stopped (`streams.lifecycle`), and exits with the worker's status."""
     gc.set_threshold(*GC_THRESHOLDS)
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
-    # The CLI silences the root logger for one-line errors; a worker is a long-running service whose
-    # warnings (a shard rebuilt, a dead letter) belong in its log, so Faust sets logging up instead.
-    logging.getLogger().handlers.clear()
-    worker = _Worker(app, loglevel=loglevel, quiet=True)
-    worker.execute_from_commandline()
+    if not any(isinstance(handler, EyrieHandler) for handler in logging.getLogger().handlers):
+        configure_logging()  # run without the CLI: its defaults for a worker
+    lifecycle: Lifecycle | None = getattr(app, "lifecycle", None)
+    worker = _Worker(app, quiet=True, lifecycle=lifecycle)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exit_:
+        flush_repeats(every=True)
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        if lifecycle is not None:
+            crash = worker.crash_reason
+            reason = worker.stop_reason if code == 0 else f"failed: {crash!r}" if crash else "failed"
+            lifecycle.stopped(code, reason)
+        raise

@@ -9,8 +9,9 @@ clients' security settings: its key store and CA are made with the JDK's ``keyto
 `resolved_broker` picks a broker for tests and the demo, first match wins:
 
 1. ``KAFKA_BOOTSTRAP_SERVERS`` when set, used as is;
-2. a testcontainers Kafka when a Docker daemon answers;
-3. a `LocalBroker` on a free port in a temporary directory, removed on exit.
+2. for the demo only (``reuse_local``), a broker already answering on 127.0.0.1:9092, whoever started it;
+3. a testcontainers Kafka when a Docker daemon answers;
+4. a `LocalBroker` on a free port in a temporary directory, removed on exit.
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ __all__ = [
     "TESTCONTAINERS_IMAGE",
     "BrokerStatus",
     "LocalBroker",
+    "PortProbe",
     "default_data_dir",
     "describe_resolution",
     "free_port",
     "free_ports",
     "jar_cache_dir",
+    "probe_port",
     "resolve_jars",
     "resolved_broker",
     "wait_until_answering",
@@ -304,6 +307,16 @@ class _Reader:
         length = self.take(">h")
         self.pos += max(length, 0)
 
+    def string(self) -> str | None:
+        length = self.take(">h")
+        if length < 0:
+            return None
+        if self.pos + length > len(self.data):
+            raise _ProtocolError("truncated response")
+        text = self.data[self.pos : self.pos + length].decode(errors="replace")
+        self.pos += length
+        return text
+
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:
     chunks, remaining = [], size
@@ -328,6 +341,11 @@ def _request(sock: socket.socket, api_key: int, version: int, correlation: int, 
 
 def _metadata_broker_count(host: str, port: int, timeout: float) -> int:
     """Ask one address for cluster metadata; the number of brokers it reports (0 while starting)."""
+    return _metadata(host, port, timeout)[0]
+
+
+def _metadata(host: str, port: int, timeout: float) -> tuple[int, str | None]:
+    """Ask one address for cluster metadata: (brokers it reports, 0 while starting; its cluster id)."""
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.settimeout(timeout)
         # ApiVersions v0 is answered by every broker ever released; it tells us which Metadata to send.
@@ -358,7 +376,8 @@ def _metadata_broker_count(host: str, port: int, timeout: float) -> int:
             reply.skip_string()  # host
             reply.take(">i")  # port
             reply.skip_string()  # rack
-        return max(brokers, 0)
+        cluster_id = reply.string() if version >= 2 else None
+        return max(brokers, 0), cluster_id
 
 
 def _answers(host: str, port: int, timeout: float = _PROBE_TIMEOUT_S) -> bool:
@@ -424,6 +443,85 @@ def _port_taken(port: int) -> bool:
         except OSError:
             return True
         return False
+
+
+# ------------------------------------------------------------------------------------- port probe
+
+
+@dataclass(frozen=True, slots=True)
+class PortProbe:
+    """Who serves a port on 127.0.0.1, whatever started it: `probe_port`'s answer."""
+
+    bootstrap: str
+    listening: bool
+    """Something accepts connections on the port."""
+    answering: bool
+    """...and answers a Kafka Metadata request with at least one broker."""
+    cluster_id: str | None = None
+    pid: int | None = None
+    """The listening process, when this machine shows it (Linux, a process this user may inspect)."""
+    command: str | None = None
+    """Its program's name (``java``, ``docker-proxy``, ...)."""
+    data_dir: Path | None = None
+    """The data directory of a broker that `eyrie broker up` started, read from its command line."""
+
+    def describe(self) -> str:
+        """Who it is: ``cluster C, pid N, data: DIR``, or ``cluster C, pid N (docker-proxy)``."""
+        parts = [f"cluster {self.cluster_id}"] if self.cluster_id else []
+        if self.pid is not None and self.data_dir is not None:
+            parts.append(f"pid {self.pid}, data: {self.data_dir}")
+        elif self.pid is not None:
+            parts.append(f"pid {self.pid} ({self.command or 'unknown program'})")
+        else:
+            parts.append("its process is not visible from here")
+        return ", ".join(parts)
+
+
+def probe_port(port: int, timeout: float = _PROBE_TIMEOUT_S) -> PortProbe:
+    """Whether a Kafka broker serves `port` on 127.0.0.1, and who it is, without any pid file: a broker
+    started from another data directory (another ``EYRIE_HOME``), by Docker or by hand is found too."""
+    bootstrap = f"{HOST}:{port}"
+    try:
+        brokers, cluster_id = _metadata(HOST, port, timeout)
+    except OSError:
+        # Refused: nothing listens. Timed out or reset: something does, and it is not a working broker.
+        listening, answering, cluster_id = _port_taken(port), False, None
+    except _ProtocolError:
+        listening, answering, cluster_id = True, False, None
+    else:
+        listening, answering = True, brokers > 0
+    pid, command, data_dir = _listener(port) if listening else (None, None, None)
+    return PortProbe(bootstrap, listening, answering, cluster_id, pid, command, data_dir)
+
+
+def _listener(port: int) -> tuple[int | None, str | None, Path | None]:
+    """(pid, program, data directory of a broker that `eyrie broker up` started) of whatever listens on
+    `port`, from /proc: the socket's inode in /proc/net/tcp*, then the process holding it."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local_address is HEXIP:HEXPORT; state 0A is LISTEN.
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rpartition(":")[2], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None, None, None
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            holds = any(os.readlink(fd) in inodes for fd in (process / "fd").iterdir())
+            argv = (process / "cmdline").read_bytes().split(b"\0") if holds else []
+        except OSError:
+            continue  # gone, or not this user's to inspect
+        if holds:
+            args = [part.decode(errors="replace") for part in argv if part]
+            command = Path(args[0]).name if args else None
+            is_local = "kafka.Kafka" in args and args[-1].endswith("server.properties")
+            return int(process.name), command, Path(args[-1]).parent if is_local else None
+    return None, None, None
 
 
 # -------------------------------------------------------------------------------------- local broker
@@ -1081,11 +1179,19 @@ def _yield_to_compiled_code(pid: int) -> None:
 
 
 @contextlib.contextmanager
-def resolved_broker(timeout: float = 60.0) -> Iterator[str]:
-    """Yield a bootstrap address for a working broker; stop whatever was started here on exit."""
+def resolved_broker(timeout: float = 60.0, *, reuse_local: bool = False) -> Iterator[str]:
+    """Yield a bootstrap address for a working broker; stop whatever was started here on exit.
+
+    `reuse_local`: a broker that already answers on the default port (`eyrie broker up`, `docker compose
+    up kafka`) is used rather than another one started beside it. Tests leave it off, so a session never
+    writes to a developer's own broker unless KAFKA_BOOTSTRAP_SERVERS names it."""
     if bootstrap := os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip():
         with _describing(f"KAFKA_BOOTSTRAP_SERVERS={bootstrap}"):
             yield bootstrap
+        return
+    if reuse_local and (found := probe_port(DEFAULT_PORT)).answering:
+        with _describing(f"the broker already running on {found.bootstrap} ({found.describe()})"):
+            yield found.bootstrap
         return
     if _docker_answers():
         from testcontainers.community.kafka import KafkaContainer

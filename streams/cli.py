@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, ParamSpec, TypeVar
@@ -10,7 +11,9 @@ from typing import Annotated, ParamSpec, TypeVar
 import orjson
 import typer
 
-from schemas.documents import load_documents
+# Typer vendors Click; its usage errors are only importable from there (typer is pinned exactly).
+from typer._click import exceptions as click_errors
+
 from schemas.exceptions import EyrieError, InvalidInput
 from schemas.jsonschema import export_schemas
 from streams.cli_broker import broker_app
@@ -24,12 +27,18 @@ from streams.cli_common import (
     run,
     settings_from,
 )
+from streams.cli_inspect import dead_letters, nodes, pending, profiles_app, validated_documents
+from streams.cli_kube import kube_app
 from streams.cli_pipeline import applier, record, replay, worker
 from streams.cli_trace import trace_app
-from streams.client import EyrieClient
+from streams.client import Decision, EyrieClient
+from streams.logs import configure_logging, parse_format, parse_level
 from streams.topics import ensure_topics
 
 __all__ = ["app", "main"]
+
+SERVICES = ("worker", "applier")
+"""Commands that run until stopped, and log as services do."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -42,6 +51,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(broker_app, name="broker", help="Run a local single-node Kafka broker (KRaft).")
+app.add_typer(kube_app, name="kube", help="Run a local Kubernetes control plane (etcd + kube-apiserver).")
 schema_app = typer.Typer(help="JSON Schemas of the wire models.", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
@@ -50,37 +60,62 @@ app.add_typer(trace_app, name="trace", help="Convert public cluster traces into 
 app.add_typer(clusters_app, name="clusters", help="Multi-cluster estimates and division (Karmada).")
 for _command in (worker, applier, replay, record):
     app.command()(_command)
+app.add_typer(profiles_app, name="profiles")
+app.command("dead-letters")(dead_letters)
+app.command("nodes")(nodes)
+app.command("pending")(pending)
 
 
 @app.callback()
+@one_line_errors
 def _configure(
+    ctx: typer.Context,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            envvar="EYRIE_LOG_LEVEL",
+            help="debug, info, warning or error: eyrie's own log lines from this level (worker and applier "
+            "default: info; other commands log nothing unless asked); the libraries' from warning",
+        ),
+    ] = None,
+    log_format: Annotated[
+        str,
+        typer.Option("--log-format", envvar="EYRIE_LOG_FORMAT", help="text, or json: one object per line"),
+    ] = "text",
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show library logs (Kafka client)")
+        bool,
+        typer.Option("--verbose", "-v", help="Also the libraries' info lines (Faust, Kafka client)"),
     ] = False,
 ) -> None:
-    # Without a handler, Python prints library warnings through its last-resort handler, which would
-    # break the one-line error contract; they are shown only when asked for.
-    root = logging.getLogger()
-    if verbose:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    elif not root.handlers:
-        root.addHandler(logging.NullHandler())
+    # Log lines go to stderr. A one-shot command's failure is one `error:` line, so it shows log lines
+    # only when asked for; a worker or an applier is a service and always logs (streams.logs).
+    level = parse_level(log_level) if log_level is not None else logging.INFO
+    fmt = parse_format(log_format)
+    service = ctx.invoked_subcommand in SERVICES
+    configure_logging(
+        level=level, fmt=fmt, verbose=verbose, quiet=not (service or verbose or log_level is not None)
+    )
 
 
 @app.command()
 @kafka_options
 @one_line_errors
 def publish(
-    files: Annotated[list[Path], typer.Argument(help="JSON, JSON Lines, YAML or Kubernetes Pod manifests")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="JSON, JSON Lines, YAML, Kubernetes Pod manifests or scheduler profiles"),
+    ],
     bootstrap: BootstrapOption = None,
     config: ConfigOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate only; publish nothing")] = False,
 ) -> None:
-    """Publish pod requests, deletions, node events and metric samples.
+    """Publish pod requests, deletions, node events, metric samples and scheduler profiles.
 
-    Every file is validated before anything is sent, so a bad file publishes nothing.
+    Every file is validated before anything is sent (a profile as the workers will check it), so a bad file
+    publishes nothing.
     """
-    total = sum(1 for path in files for _ in load_documents(path))
+    total = sum(1 for path in files for _ in validated_documents(path))
     if dry_run:
         typer.echo(f"{total} documents valid")
         return
@@ -90,7 +125,7 @@ def publish(
         async with EyrieClient(settings) as client:
             with progress() as bar:
                 task = bar.add_task("publishing", total=total)
-                documents = (document for path in files for document in load_documents(path))
+                documents = (document for path in files for document in validated_documents(path))
                 return await client.publish_documents(documents, on_sent=lambda: bar.advance(task))
 
     sent = run(send_all())
@@ -117,21 +152,46 @@ def decisions(
             "--until-idle", min=0.0, help="With --follow: stop after this many seconds without a new record"
         ),
     ] = None,
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output", "-o", help="json (one object per line) or table (without --follow: one table)"
+        ),
+    ] = "json",
     bootstrap: BootstrapOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Print one JSON object per line per pod: uid, node, cluster, status, reasons (and profile, score).
+    """Print each pod's decision: uid, namespace, name, status, node, cluster, reasons, time (and profile,
+    score, attempt, and `at` in Unix seconds).
 
-    Without --follow: every pod's latest state, read from the beginning to the current end. With --follow: a
-    line each time a pod gets a result (applied, conflict, rejected, unschedulable).
+    Without --follow: every pod's latest state, read from the beginning to the current end, in decision
+    order. With --follow: a line each time a pod gets a result (applied, conflict, rejected, unschedulable)
+    or is deleted.
     """
+    if output not in ("json", "table"):
+        raise InvalidInput(f"--output: expected json or table, got {output!r}")
+    if not follow:
+        # Without --follow the topics are always read from the beginning and up to their end, so these
+        # would change nothing; saying so beats a command that quietly does something else.
+        if until_idle is not None:
+            raise InvalidInput("--until-idle: only with --follow (without it, decisions stops at the end)")
+        if from_beginning:
+            raise InvalidInput("--from-beginning: only with --follow (without it, every record is read)")
+    elif output == "table":
+        raise InvalidInput(
+            "--output table: only without --follow (a table needs every row; follow prints JSON)"
+        )
     settings = settings_from(bootstrap, config)
 
     async def stream() -> None:
         async with EyrieClient(settings) as client:
-            async for decision in client.decisions(
+            found = client.decisions(
                 from_beginning=from_beginning or not follow, follow=follow, until_idle=until_idle
-            ):
+            )
+            if output == "table":
+                _print_table([decision async for decision in found])
+                return
+            async for decision in found:
                 sys.stdout.write(orjson.dumps(decision.to_json()).decode() + "\n")
                 if follow:
                     sys.stdout.flush()
@@ -139,22 +199,61 @@ def decisions(
     run(stream())
 
 
+def _print_table(found: list[Decision]) -> None:
+    """The decisions as a table on stdout; a pipe gets whole rows (Rich would wrap them at 80 columns)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("NAMESPACE", "NAME", "UID", "STATUS", "NODE", "CLUSTER", "TIME", "REASONS"):
+        table.add_column(column, overflow="fold")
+    for decision in found:
+        table.add_row(
+            decision.namespace or "",
+            decision.name or "",
+            decision.uid,
+            decision.status,
+            decision.node or "",
+            decision.cluster or "",
+            decision.time or "",
+            "; ".join(decision.reasons),
+        )
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=100_000)
+    console.print(table, soft_wrap=True, crop=False)
+
+
 @app.command()
 @one_line_errors
 def explain(
-    nodes: Annotated[Path, typer.Option("--nodes", help="NODES.json: a list of node states (SPEC 7)")],
-    pod: Annotated[Path, typer.Option("--pod", help="POD.json: a PodRequest")],
+    nodes: Annotated[
+        Path, typer.Option("--nodes", help="A list of node states (SPEC 7), JSON or YAML (.yaml, .yml)")
+    ],
+    pod: Annotated[
+        Path, typer.Option("--pod", help="A PodRequest or a Kubernetes Pod manifest, JSON or YAML")
+    ],
     profile: Annotated[
-        Path | None, typer.Option("--profile", help="KubeSchedulerConfiguration-style YAML")
+        Path | None,
+        typer.Option(
+            "--profile", help="KubeSchedulerConfiguration-style YAML (or JSON), beside the built-in profiles"
+        ),
     ] = None,
     scheduler_name: Annotated[
         str | None,
         typer.Option(
-            "--scheduler-name", help="Which profile of the file (default: the pod's scheduler_name)"
+            "--scheduler-name",
+            help="Explain with this profile (default: the --profile file's only profile, else the pod's "
+            "scheduler_name)",
         ),
     ] = None,
 ) -> None:
-    """Explain one placement: which filter dropped each node and why, every plugin's score, the totals."""
+    """Explain one placement: which filter dropped each node and why, every plugin's score, the totals.
+
+    The profile is chosen as a worker chooses it: a pod naming a profile that neither the built-ins nor
+    --profile hold is unschedulable (selected null, with the reason), never explained with another. The
+    output names the profile it ran.
+    """
     from policies.explain import explain_files
 
     result = explain_files(nodes, pod, profile, scheduler_name)
@@ -239,6 +338,7 @@ def evaluate(
     from streams.evaluate import EXPERIMENTS, PORTRAIT_PROFILES, PortraitExperiment, run_portrait_experiment
     from streams.evaluate.report import write_portrait_report
 
+    _check_out_directory(out)
     if all_profiles:
         if experiment is not None:
             raise InvalidInput("--all: give either --experiment or --all, not both")
@@ -297,6 +397,17 @@ def evaluate(
     typer.echo((out / "results.md").read_text().split("\n\n", 1)[-1].rstrip())
     typer.echo(f"wrote {', '.join(str(path) for path in written)}")
     sys.stdout.write(orjson.dumps({r.profile: r.metrics() for r in results}).decode() + "\n")
+
+
+def _check_out_directory(out: Path) -> None:
+    """--out is a directory the report can be written into, checked before the experiment's minutes."""
+    if out.exists() and not out.is_dir():
+        raise InvalidInput(f"--out: {out} is a file (the report is a directory of files)")
+    existing = next((path for path in (out, *out.absolute().parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise InvalidInput(f"--out: {existing} is a file, so {out} cannot be a directory")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise InvalidInput(f"--out: {existing}: permission denied")
 
 
 def _evaluate_all(
@@ -377,8 +488,50 @@ def schema_export(directory: Annotated[Path, typer.Argument(help="Directory to w
     typer.echo(f"wrote {len(written)} schemas to {directory}")
 
 
+_GLOBAL_WITH_VALUE = ("--log-level", "--log-format")
+_GLOBAL_FLAGS = ("--verbose", "-v")
+
+
+def _global_options_first(args: list[str]) -> list[str]:
+    """`eyrie worker --log-level debug` means what `eyrie --log-level debug worker` does: the logging
+    options belong to the `eyrie` command, but an operator types them after the subcommand too."""
+    moved: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest.extend(args[index:])
+            break
+        if arg in _GLOBAL_FLAGS or (arg.split("=", 1)[0] in _GLOBAL_WITH_VALUE and "=" in arg):
+            moved.append(arg)
+        elif arg in _GLOBAL_WITH_VALUE and index + 1 < len(args):
+            moved.extend(args[index : index + 2])
+            index += 1
+        else:
+            rest.append(arg)
+        index += 1
+    return moved + rest
+
+
 def main() -> None:
-    app()
+    # Click's usage errors are a multi-line panel by default; eyrie's contract is one line and exit 2.
+    try:
+        code = app(args=_global_options_first(sys.argv[1:]), standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as error:
+        typer.echo(error.ctx.get_help() if error.ctx else str(error), err=True)
+        sys.exit(2)
+    except click_errors.UsageError as error:
+        command = error.ctx.command_path if error.ctx else "eyrie"
+        message = " ".join(error.format_message().split())
+        typer.echo(f"error: {message} (see '{command} --help')", err=True)
+        sys.exit(2)
+    except click_errors.ClickException as error:
+        typer.echo(f"error: {' '.join(error.format_message().split())}", err=True)
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

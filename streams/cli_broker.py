@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from schemas.exceptions import EyrieError
-from streams.broker import DEFAULT_PORT, DEFAULT_SASL_USER, KAFKA_VERSION, LocalBroker
+from streams.broker import DEFAULT_PORT, DEFAULT_SASL_USER, KAFKA_VERSION, LocalBroker, probe_port
 
 __all__ = ["broker_app"]
 
@@ -135,7 +135,10 @@ def down(
 
 @broker_app.command()
 def status(port: PortOption = DEFAULT_PORT, data_dir: DataDirOption = None) -> None:
-    """Print whether the broker runs and answers; exit 1 unless it answers."""
+    """Print whether a broker serves the port and who it is; exit 1 unless one answers.
+
+    The data directory's own broker first; otherwise whatever answers Kafka metadata requests on the port,
+    whichever data directory (EYRIE_HOME), container or person started it."""
     try:
         broker = _of_data_dir(port, data_dir)
         state = broker.status()
@@ -147,6 +150,22 @@ def status(port: PortOption = DEFAULT_PORT, data_dir: DataDirOption = None) -> N
         return
     if state.running:
         typer.echo(f"broker not answering: {where}, pid {state.pid}; still starting? see {broker.log_file})")
+        raise typer.Exit(1)
+    found = probe_port(broker.port)
+    if found.answering:
+        if found.data_dir == broker.data_dir:  # its pid file is gone, the broker is not
+            typer.echo(f"broker up: {where}, pid {found.pid}; its pid file is missing)")
+        else:
+            # `eyrie broker down` with this data directory would not stop it: say whose it is.
+            typer.echo(
+                f"broker up: {found.bootstrap} ({found.describe()}; not started from {broker.data_dir})"
+            )
+        return
+    if found.listening:
+        typer.echo(
+            f"broker down: {where}); port {broker.port} is taken by something that does not answer Kafka "
+            f"metadata requests ({found.describe()})"
+        )
     else:
         typer.echo(f"broker down: {where})")
     raise typer.Exit(1)

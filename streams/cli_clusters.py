@@ -3,7 +3,9 @@
 Both read CLUSTERS.json (a list of clusters with Karmada's field names, see `policies.clusters.documents`)
 and REQ.json (a per-replica ``{resource: quantity}`` or a PodRequest), and print one JSON object
 ``{cluster: replicas}``: every cluster for ``estimate``, in file order; the clusters given replicas for
-``divide`` (none when the estimates fall short of what has to be placed). Bad input exits 2 with one line.
+``divide``. Bad input exits 2 with one line, and so does a division the clusters cannot hold (Karmada's
+"clusters resources are not enough to schedule"), as does an option the chosen strategy or estimator would
+not read.
 """
 
 from __future__ import annotations
@@ -75,6 +77,12 @@ def _estimates(
         raise InvalidInput(
             f"unknown estimator {estimator!r} (expected {', '.join(ESTIMATORS)})", field="--estimator"
         )
+    if estimator != "accurate":
+        for flag, value in (("--profile", profile), ("--scheduler-name", scheduler_name)):
+            if value is not None:
+                raise InvalidInput(
+                    f"only with --estimator accurate (the {estimator} estimator runs no filters)", field=flag
+                )
     clusters = load_clusters(clusters_path)
     requests, pod = load_request(request_path)
     names = [cluster.name for cluster in clusters]
@@ -123,9 +131,25 @@ def _print(result: dict[str, int]) -> None:
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
 
 
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the user gave option `name` (its default alone is not a choice worth a complaint)."""
+    # By name: Typer ships its own copy of Click, whose enum is not the one `click.core` would import.
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _check_modeling(ctx: typer.Context, estimator: str, modeling: bool) -> None:
+    if estimator != "model" and _given(ctx, "modeling"):
+        flag = "--modeling" if modeling else "--no-modeling"
+        raise InvalidInput(
+            f"only with --estimator model (the {estimator} estimator has no modeling)", field=flag
+        )
+
+
 @clusters_app.command("estimate")
 @one_line_errors
 def estimate_command(
+    ctx: typer.Context,
     clusters: ClustersOption,
     request: RequestOption,
     estimator: EstimatorOption = "model",
@@ -134,6 +158,7 @@ def estimate_command(
     scheduler_name: SchedulerNameOption = None,
 ) -> None:
     """Print {cluster: replicas}: how many replicas of the request each cluster can still take."""
+    _check_modeling(ctx, estimator, modeling)
     _, result = _estimates(clusters, request, estimator, modeling, profile, scheduler_name)
     _print(result)
 
@@ -141,22 +166,30 @@ def estimate_command(
 @clusters_app.command("divide")
 @one_line_errors
 def divide_command(
+    ctx: typer.Context,
     clusters: ClustersOption,
     request: RequestOption,
     replicas: Annotated[int, typer.Option("--replicas", help="Replicas of the workload (>= 0)")],
     strategy: Annotated[str, typer.Option("--strategy", help="duplicated, static, dynamic or aggregated")],
     weights: Annotated[
-        str | None, typer.Option("--weights", help="Static weights: name=w,... (clusters not named weigh 0)")
+        str | None,
+        typer.Option("--weights", help="static only: name=w,... (clusters not named weigh 0)"),
     ] = None,
     current: Annotated[
-        str | None, typer.Option("--current", help="Replicas the workload holds now: name=n,... (scaling)")
+        str | None,
+        typer.Option(
+            "--current", help="dynamic and aggregated: replicas the workload holds now, name=n,... (scaling)"
+        ),
     ] = None,
     estimator: EstimatorOption = "model",
     modeling: ModelingOption = True,
     profile: ProfileOption = None,
     scheduler_name: SchedulerNameOption = None,
 ) -> None:
-    """Print {cluster: replicas}: the workload's replicas divided among the clusters by the strategy."""
+    """Print {cluster: replicas}: the workload's replicas divided among the clusters by the strategy.
+
+    Exits 2 when the clusters cannot take the replicas to place (dynamic and aggregated).
+    """
     from policies.clusters.division import divide
     from policies.clusters.documents import load_clusters
     from policies.clusters.policy import STRATEGIES
@@ -169,10 +202,44 @@ def divide_command(
         raise InvalidInput(f"must be >= 0, got {replicas}", field="--replicas")
     static_weights = _pairs(weights, "--weights")
     held = _pairs(current, "--current")
-    if strategy in ("dynamic", "aggregated"):
+    estimated = strategy in ("dynamic", "aggregated")
+    if weights is not None and strategy != "static":
+        raise InvalidInput(
+            f"only with --strategy static (a {strategy} division reads no weights)", field="--weights"
+        )
+    if current is not None and not estimated:
+        raise InvalidInput(
+            f"only with --strategy dynamic or aggregated (a {strategy} division does not depend on the "
+            "replicas held now)",
+            field="--current",
+        )
+    if not estimated:
+        for name in ("estimator", "modeling", "profile", "scheduler_name"):
+            if _given(ctx, name):
+                flag = (
+                    "--no-modeling" if name == "modeling" and not modeling else f"--{name.replace('_', '-')}"
+                )
+                raise InvalidInput(
+                    f"only with --strategy dynamic or aggregated (a {strategy} division reads no estimates)",
+                    field=flag,
+                )
+    _check_modeling(ctx, estimator, modeling)
+    if estimated:
         names, available = _estimates(clusters, request, estimator, modeling, profile, scheduler_name)
     else:
         names, available = [cluster.name for cluster in load_clusters(clusters)], {}
+    known = set(names)
+    for name in static_weights:
+        if name not in known:
+            raise InvalidInput(f"{name!r} is not a cluster of {clusters}", field="--weights")
+    for name, count in held.items():
+        if name not in known:
+            # Karmada's scaling drops the replicas of a cluster that left; a typo looks the same, so say it.
+            typer.echo(
+                f"note: --current: {name!r} is not a cluster of {clusters}; "
+                f"its {count} replicas count as lost",
+                err=True,
+            )
     division = divide(
         replicas,
         names,
@@ -181,4 +248,10 @@ def divide_command(
         weights=static_weights,
         current=held,
     )
+    if not division.feasible:
+        raise InvalidInput(
+            f"clusters resources are not enough to schedule: {division.needed} replicas to place, "
+            f"the clusters can take {division.available}",
+            field="--replicas",
+        )
     _print(division.assignment)

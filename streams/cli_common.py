@@ -153,9 +153,10 @@ def run(coroutine: Coroutine[Any, Any, R]) -> R:
     return asyncio.run(coroutine)
 
 
-def settings_from(bootstrap: str | None, config: Path | None) -> Settings:
-    """Settings with the command's flags on top; inside a `kafka_options` command, its security flags too."""
-    return load_settings(config, bootstrap_servers=bootstrap, **(_security_flags.get() or {}))
+def settings_from(bootstrap: str | None, config: Path | None, **flags: Any) -> Settings:
+    """Settings with the command's flags on top (`flags`: other settings' flags, None when not given);
+    inside a `kafka_options` command, its security flags too."""
+    return load_settings(config, bootstrap_servers=bootstrap, **flags, **(_security_flags.get() or {}))
 
 
 def progress() -> Progress:

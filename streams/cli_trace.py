@@ -1,7 +1,9 @@
 """`eyrie trace convert KIND SRC -o LOG.jsonl`: public cluster traces → a recorded event log (SPEC 1.4).
 
 The summary (events per topic, rows, bad rows) goes to stderr as one line, followed by the first bad rows,
-so stdout stays free for ``-o -``. Bad rows do not fail the command; bad arguments exit 2 with one line.
+so stdout stays free for ``-o -``. Some bad rows do not fail the command; bad arguments exit 2 with one line,
+and so does a source that yields none of the kind's data (every row bad, or none at all): the wrong kind of
+trace, or the wrong folder. Its output is removed then, as it holds nothing of the trace.
 """
 
 from __future__ import annotations
@@ -32,6 +34,25 @@ _OPTION_KIND = {
     "bandwidth_full_scale": ("--bandwidth-full-scale", "alibaba-2018"),
     "pods": ("--pods", "alibaba-gpu-2023"),
     "nodes": ("--nodes", "alibaba-gpu-2023"),
+}
+
+
+# What each kind turns its data rows into, and what it expects to read: no such event means the source
+# was not that kind of trace.
+_DATA_TOPIC = {
+    "bitbrains": (
+        "metrics",
+        "GWA-T-12 per-VM CSVs (a header, then 11 ';'-separated columns: Timestamp; CPU cores; ...)",
+    ),
+    "alibaba-2018": (
+        "metrics",
+        "cluster-trace-v2018 machine_meta.csv (machine_id,time_stamp,...: 7 columns) and machine_usage.csv "
+        "(machine_id,time_stamp,cpu_util_percent,...: 9 columns)",
+    ),
+    "alibaba-gpu-2023": (
+        "pod-requests",
+        "an openb pod list (header name,cpu_milli,memory_mib,num_gpu,gpu_milli,..., then one pod a row)",
+    ),
 }
 
 
@@ -138,6 +159,16 @@ def convert(
             progress.update(task, description=phase, completed=done, total=total)
 
         summary = converter(src, out, limit=limit, progress=on_progress, **options)
+    topic, expected = _DATA_TOPIC[kind]
+    if not summary.truncated and summary.events.get(topic, 0) == 0:
+        if out != "-":
+            Path(out).unlink(missing_ok=True)
+        found = (
+            f"no row converts ({summary.bad_row_count:,} bad rows, the first {summary.bad_rows[0]})"
+            if summary.bad_rows
+            else "it holds no data rows"
+        )
+        raise InvalidInput(f"no {topic} events from {src}: {found}; {kind} expects {expected}", field="src")
     typer.echo(summary.one_line(), err=True)
     for bad in summary.bad_rows[:show_bad]:
         typer.echo(f"  bad row {bad}", err=True)

@@ -15,9 +15,11 @@ events stay in order.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
@@ -38,12 +40,21 @@ from streams.security import client_security, consumer_limits, kafka_errors, pro
 from streams.settings import Settings
 from streams.topics import ensure_topics
 
-__all__ = ["Decision", "EyrieClient", "latest_decisions"]
+__all__ = ["DECISION_STATUSES", "Decision", "Deletion", "EyrieClient", "latest_decisions"]
+
+
+DECISION_STATUSES = ("pending", "applied", "conflict", "rejected", "unschedulable", "deleted")
+"""A pod's states on the decisions stream: bound and not yet applied, then the applier's or placement's
+verdict, or gone (deleted by its owner, preempted, or dropped by its workload's scale-down)."""
 
 
 @dataclass(slots=True)
 class Decision:
-    """A pod's latest state on the decisions stream (`status` ``pending``: bound, not yet applied)."""
+    """A pod's latest state on the decisions stream (`status`: one of `DECISION_STATUSES`).
+
+    `at` is when the pod reached that state, in Unix seconds (by the clock of whoever decided: placement,
+    the applier, or the deletion's sender); `time` is the same instant in ISO-8601 UTC for people.
+    """
 
     uid: str
     node: str | None
@@ -54,9 +65,46 @@ class Decision:
     score: int | None = None
     attempt: int = 0
     at: float | None = None
+    namespace: str | None = None
+    name: str | None = None
+
+    @property
+    def time(self) -> str | None:
+        if self.at is None:
+            return None
+        stamp = datetime.fromtimestamp(self.at, tz=UTC).isoformat(timespec="milliseconds")
+        return stamp.replace("+00:00", "Z")
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Who and what first, then where and why, then the details: the order a person reads a line in.
+        return {
+            "uid": self.uid,
+            "namespace": self.namespace,
+            "name": self.name,
+            "status": self.status,
+            "node": self.node,
+            "cluster": self.cluster,
+            "reasons": list(self.reasons),
+            "profile": self.profile,
+            "score": self.score,
+            "attempt": self.attempt,
+            "time": self.time,
+            "at": self.at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """A pod seen deleted: `ts` its deletion time, `reason` who said so, and `after` the latest attempt it
+    ends (a binding or result of a later attempt means the pod was placed again, as a replica can be)."""
+
+    ts: float
+    reason: str
+    after: float
+
+
+DELETED_BY_OWNER = "pod deleted"
+RELEASED = "released by placement (pod deleted, preempted, or its workload scaled down)"
 
 
 def _join(binding: Binding | None, result: BindingResult | None) -> Decision:
@@ -72,6 +120,8 @@ def _join(binding: Binding | None, result: BindingResult | None) -> Decision:
             binding.score,
             binding.attempt,
             binding.decided_at,
+            binding.namespace,
+            binding.name,
         )
     # A result names the node it applies to; the binding adds what only placement knew.
     same = binding is not None and binding.uid == result.uid and binding.node == result.node
@@ -85,18 +135,41 @@ def _join(binding: Binding | None, result: BindingResult | None) -> Decision:
         score=binding.score if same and binding else None,
         attempt=result.attempt,
         at=result.at,
+        namespace=result.namespace or (binding.namespace if binding else None),
+        name=result.name or (binding.name if binding else None),
     )
 
 
-def latest_decisions(bindings: dict[str, Binding], results: dict[str, BindingResult]) -> list[Decision]:
-    """Each pod's latest state from its latest binding and latest result (`eyrie decisions` and
-    `eyrie replay --offline --out` both print these)."""
+def _latest(
+    binding: Binding | None, result: BindingResult | None, deletion: Deletion | None
+) -> Decision | None:
+    if result is not None and binding is not None and _binding_is_newer(binding, result):
+        result = None
+    if binding is None and result is None:
+        return None
+    return _unless_deleted(_join(binding, result), deletion)
+
+
+def _unless_deleted(decision: Decision, deletion: Deletion | None) -> Decision:
+    """`decision`, or the pod gone if `deletion` ends the attempt it reports."""
+    if deletion is not None and decision.attempt <= deletion.after:
+        decision.status, decision.reasons, decision.at = "deleted", [deletion.reason], deletion.ts
+    return decision
+
+
+def latest_decisions(
+    bindings: Mapping[str, Binding],
+    results: Mapping[str, BindingResult],
+    deletions: Mapping[str, Deletion] | None = None,
+) -> list[Decision]:
+    """Each pod's latest state from its latest binding, latest result and deletion, in decision order
+    (by `at`, ties by uid). `eyrie decisions` and `eyrie replay --offline --out` both print these."""
     decisions = []
     for uid in {**bindings, **results}:
-        binding, result = bindings.get(uid), results.get(uid)
-        if result is not None and binding is not None and _binding_is_newer(binding, result):
-            result = None
-        decisions.append(_join(binding, result))
+        decision = _latest(bindings.get(uid), results.get(uid), (deletions or {}).get(uid))
+        if decision is not None:
+            decisions.append(decision)
+    decisions.sort(key=lambda d: (d.at if d.at is not None else -math.inf, d.uid))
     return decisions
 
 
@@ -246,16 +319,18 @@ class EyrieClient:
         from_beginning: bool = True,
         follow: bool = False,
         until_idle: float | None = None,
-        raw: bool = False,
+        raw: bool | Collection[str] = False,
     ) -> AsyncIterator[tuple[str, Any]]:
         """Decoded records of the given topics (short names) in per-partition order.
 
         Without `follow`: everything up to the end offsets at the time of the call, then stop. With `follow`:
         keep reading; stop after `until_idle` seconds without a record (never, when None). Invalid records
-        are published to the dead-letter topic and yielded as `Decoded(dead_letter=...)`. With `raw`:
-        aiokafka's records as they are (key, value, headers, timestamp), undecoded.
+        are published to the dead-letter topic and yielded as `Decoded(dead_letter=...)`. With `raw` (True,
+        or the short names of some of the topics): aiokafka's records of those topics as they are (key,
+        value, headers, timestamp), undecoded.
         """
         names = {self.settings.topic(short): short for short in short_topics}
+        undecoded = set(names.values()) if raw is True else set(raw or ())
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.bootstrap_servers,
             client_id=self.settings.client_id,
@@ -298,7 +373,7 @@ class EyrieClient:
                     for message in messages:
                         if is_watermark(message.headers):
                             continue  # a replay's control record, not data
-                        if raw:
+                        if short in undecoded:
                             yield short, message
                             continue
                         for decoded in decode_records(
@@ -330,27 +405,67 @@ class EyrieClient:
     async def decisions(
         self, *, from_beginning: bool = True, follow: bool = False, until_idle: float | None = None
     ) -> AsyncIterator[Decision]:
-        """Without `follow`: one `Decision` per pod, its latest state, once the topics are read to their end.
-        With `follow`: a `Decision` every time a pod gets a result, as it happens."""
+        """Without `follow`: one `Decision` per pod, its latest state, once the topics are read to their end,
+        in decision order. With `follow`: a `Decision` every time a pod gets a result or is deleted.
+
+        Deletions come from two places: placement's releases on the bindings topic (a pod it had placed),
+        and the owners' `PodDeleted` on pod-requests (also a pod that never found a node). Pod requests are
+        read raw and only deletions decoded: the forwarders already dead-lettered the invalid ones."""
         bindings: dict[str, Binding] = {}
         results: dict[str, BindingResult] = {}
-        async for _, decoded in self.records(
-            ["bindings", "binding-results"],
+        deletions: dict[str, Deletion] = {}
+
+        def delete(uid: str, ts: float, reason: str, after: float) -> Decision | None:
+            known = deletions.get(uid)
+            if known is not None and known.after >= after:
+                return None  # nothing new: placement's release of a pod its owner deleted
+            if not follow:
+                deletions[uid] = Deletion(ts, reason, after)
+                return None
+            before = _latest(bindings.get(uid), results.get(uid), known)
+            deletions[uid] = Deletion(ts, reason, after)
+            if before is not None and before.status == "deleted":
+                return None  # said once: an owner's deletion and placement's release of the same pod
+            decision = _latest(bindings.get(uid), results.get(uid), deletions[uid])
+            if decision is None and reason == RELEASED:
+                # Placed before this command started following: its release is still worth a line.
+                decision = Decision(uid, None, None, "deleted", [reason], at=ts)
+            return decision
+
+        async for short, item in self.records(
+            ["bindings", "binding-results", "pod-requests"],
             from_beginning=from_beginning,
             follow=follow,
             until_idle=until_idle,
+            raw=("pod-requests",),
         ):
-            value = decoded.value
-            if isinstance(value, Binding):
-                bindings[value.uid] = value
-            elif isinstance(value, BindingResult):
-                results[value.uid] = value
+            decision: Decision | None = None
+            if short == "pod-requests":
+                if item.value is None or b"PodDeleted" not in item.value:
+                    continue  # a pod request: decoding every one would cost more than the rest
+                for decoded in decode_records(short, item.partition, item.offset, item.key, item.value):
+                    if isinstance(decoded.value, PodDeleted):
+                        uid = decoded.value.uid
+                        decision = delete(uid, decoded.value.ts, DELETED_BY_OWNER, math.inf)
+            elif isinstance(item.value, Binding):
+                bindings[item.value.uid] = item.value
+            elif isinstance(item.value, PodDeleted):
+                # Placement's release follows the binding it undoes on that binding's partition.
+                uid = item.value.uid
+                known = bindings.get(uid)
+                decision = delete(uid, item.value.ts, RELEASED, known.attempt if known else -1)
+            elif isinstance(item.value, BindingResult):
+                uid = item.value.uid
+                results[uid] = item.value
                 if follow:
-                    yield _join(bindings.get(value.uid), value)
+                    # The topics are read concurrently: the deletion of a pod may be read before its result.
+                    decision = _unless_deleted(_join(bindings.get(uid), item.value), deletions.get(uid))
+            if decision is not None:
+                yield decision
         if follow:
             return
-        for decision in latest_decisions(bindings, results):
-            yield decision
+        for latest in latest_decisions(bindings, results, deletions):
+            yield latest
 
     async def _partitions(self, consumer: AIOKafkaConsumer, topic: str) -> set[int]:
         await consumer._client.force_metadata_update()  # aiokafka has no public refresh

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import aiokafka
 import faust
@@ -44,12 +44,18 @@ from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from mode.utils.futures import maybe_async
 
+if TYPE_CHECKING:
+    from streams.lifecycle import Lifecycle
+
 __all__ = ["EyrieApp"]
 
 
 class EyrieApp(faust.App):
     """A Faust app whose Kafka consumer runs on the app's loop and waits at most `fetch_max_wait_ms` for a
     fetch to fill."""
+
+    lifecycle: Lifecycle | None = None
+    """The process's lifecycle lines (`streams.app.create_app` sets it; `run_app` writes them)."""
 
     def __init__(self, *args: Any, fetch_max_wait_ms: int, **kwargs: Any) -> None:
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -374,9 +380,42 @@ class _ConsumerThread(AIOKafkaConsumerThread):
         consumer._fetch_max_wait_ms = cast(EyrieApp, self.app).fetch_max_wait_ms
         return consumer
 
+    def verify_event_path(self, now: float, tp: Any) -> None:
+        """Faust's livelock check (every few seconds, per assigned partition: fetched lately? stream moving?)
+        for the partitions aiokafka fetches. A partition eyrie pauses in aiokafka
+        (`_Consumer.pause_partitions`: the changelogs of the worker's own tables) is never fetched on purpose,
+        and Faust, which expects its paused partitions to be fetched all the same, logged "Aiokafka has not
+        sent fetch request" for each of them at ERROR, about every 2.5 s, from `stall_timeout_s` after the
+        start for as long as the process ran."""
+        if not self._is_paused(tp):
+            super().verify_event_path(now, tp)
+
+    def verify_recovery_event_path(self, now: float, tp: Any) -> None:
+        if not self._is_paused(tp):
+            super().verify_recovery_event_path(now, tp)
+
+    def _is_paused(self, tp: Any) -> bool:
+        consumer = self._consumer
+        if consumer is None:
+            return False
+        state = consumer._subscription.subscription
+        assignment = state.assignment if state is not None else None
+        if not assignment:
+            return False
+        tp_state = assignment.state_value(aiokafka.TopicPartition(tp.topic, tp.partition))
+        return tp_state is not None and bool(tp_state.paused)
+
     async def getmany(self, active_partitions: Any, timeout: float) -> Any:
         """What Faust's `getmany` does, minus its method queue and the hop between threads."""
         consumer = self._ensure_consumer()
         return await self._fetch_records(
             consumer, active_partitions, timeout=timeout, max_records=consumer._max_poll_records
         )
+
+
+# mode names a service's logger after the module that defines its class, so these Faust services would log
+# as eyrie's own code, which `streams.logs` shows from a lower level than the libraries'. Set after the
+# classes: mode replaces a logger given in a class body if it is already another module's.
+EyrieApp.logger = faust.App.logger
+_Consumer.logger = AIOKafkaConsumer.logger
+_ConsumerThread.logger = AIOKafkaConsumerThread.logger

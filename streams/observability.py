@@ -15,13 +15,18 @@
   the Faust monitor's offsets at scrape time (no extra broker round trips).
 
 ``GET /health``: 200 ``{"status": "ok", "role", "crashed_agents": [], "rebalancing", "assigned": {topic:
-[partitions]}}`` while every agent runs; 503 with the crashed agents named otherwise. Each app has its own
-registry, so several apps in one process (tests) do not collide.
+[partitions]}, "replay_sessions": [...]}`` while every agent runs; 503 with the crashed agents named
+otherwise. ``replay_sessions`` lists, per placement shard of this worker that holds input for a live replay,
+``{"shard", "session", "since_watermark_s", "held", "stale"}``. A stale session (no watermark for half of
+``replay_session_timeout_s``: its replayer is gone) makes the status ``degraded``, still with 200: the worker
+itself is sound, a restart would rebuild the same hold, and the timeout ends it; a liveness probe that
+restarted workers on it would only add rebuilds. Each app has its own registry, so several apps in one
+process (tests) do not collide.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -101,6 +106,9 @@ class Observability:
         self.by_status = {
             status: self.results.labels(status) for status in ("applied", "conflict", "rejected")
         }
+        self.replay_sessions: Callable[[], list[dict[str, Any]]] = list
+        """The replay sessions this process's placement shards hold input for (the placement agent sets it;
+        each entry has a boolean ``stale``)."""
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -132,11 +140,14 @@ def install(app: Any, observability: Observability, role: str) -> None:
     @app.page("/health")  # type: ignore[untyped-decorator]
     async def health(self: Any, request: Any) -> Any:
         crashed = _crashed(app.agents.values())
+        sessions = observability.replay_sessions()
+        stale = any(session["stale"] for session in sessions)
         body = {
-            "status": "ok" if not crashed else "failing",
+            "status": "failing" if crashed else "degraded" if stale else "ok",
             "role": role,
             "crashed_agents": crashed,
             "rebalancing": bool(getattr(app, "rebalancing", False)),
             "assigned": _assigned(app),
+            "replay_sessions": sessions,
         }
         return json_response(body, status=200 if not crashed else 503)

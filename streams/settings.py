@@ -10,7 +10,9 @@ Security settings (TLS and SASL) load the same way. The SASL password is a `Secr
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +46,9 @@ SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 SECURITY_PROTOCOLS: tuple[str, ...] = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*")
 
 # Read by the loader and never stored: the password read from the file is.
 _PASSWORD_FILE = "sasl_password_file"
@@ -86,6 +91,12 @@ class Settings(BaseModel):
     """At most one metrics summary per node per this many seconds of event time (or on a > 5 % move)."""
     tick_interval: float = Field(default=1.0, gt=0.0, le=3600.0)
     """How often a live worker advances placement's clock when no input arrives (Permit and backoff)."""
+    replay_session_timeout_s: float = Field(default=60.0, ge=1.0, le=86_400.0)
+    """How long placement holds a live replay's input without hearing from the replayer (which resends its
+    watermark at least every second, or every quarter of this): past it, the session ends as if its end
+    marker had come. A replayer killed without a word would otherwise stop all scheduling for good; an
+    outage longer than this (no watermark forwarded) ends a replay that is still running, whose later
+    records then apply in arrival order."""
     store: str = Field(default="memory://", pattern=r"^(memory|rocksdb)://")
     """Faust table store; ``rocksdb://`` (rocksdict) in production, memory in tests."""
     data_dir: str = ".eyrie/faust"
@@ -95,6 +106,13 @@ class Settings(BaseModel):
     ever."""
     session_timeout_s: float = Field(default=10.0, ge=1.0, le=300.0)
     """How soon a killed worker's partitions move to a standby (the Kafka group session timeout)."""
+    stall_timeout_s: float = Field(default=300.0, gt=0.0, le=86_400.0)
+    """How long an assigned partition may go without a fetch, or a stream sit still with records waiting,
+    before a worker or applier logs it as stalled (Faust's stream-processing and commit-livelock checks)."""
+    web_host: str = "127.0.0.1"
+    """The address a worker's or applier's web server (``--web-port``: metrics, health) listens on. Loopback
+    by default, as the pages have no authentication; ``0.0.0.0`` in a container, whose port only the
+    container's network reaches."""
 
     security_protocol: SecurityProtocol = "PLAINTEXT"
     """How every Kafka client of eyrie connects: TLS (``SSL``, ``SASL_SSL``) and/or SASL."""
@@ -133,6 +151,19 @@ class Settings(BaseModel):
     def _upper(cls, value: Any) -> Any:
         # Environment variables are often typed in lower case (sasl_ssl, scram-sha-512).
         return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("web_host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        value = value.strip()
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            if not _HOST_NAME.fullmatch(value):
+                raise ValueError(
+                    f"{value!r} is neither an IP address nor a host name (0.0.0.0 listens on every interface)"
+                ) from None
+        return value
 
     @field_validator("ssl_cafile", "ssl_certfile", "ssl_keyfile")
     @classmethod

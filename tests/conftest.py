@@ -31,3 +31,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     # Output during fixture setup is captured, so which broker ran is reported once, after the run.
     if _BROKER_USED in config.stash:
         terminalreporter.write_line(f"kafka_bootstrap: {config.stash[_BROKER_USED]}")
+
+
+@pytest.fixture(scope="session")
+def kube_config(pytestconfig: pytest.Config) -> Iterator[str]:
+    """The kubeconfig of this session's cluster, picked by `streams.kube.controlplane.resolved_control_plane`:
+    KUBECONFIG's, else a local control plane started once for the session (and built on first use)."""
+    from streams.kube.controlplane import resolved_control_plane
+
+    # Output is captured during fixture setup, but a first build takes minutes: show its progress.
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(message: str) -> None:
+        log.info("%s", message)
+        if reporter is not None:
+            reporter.write_line(message)
+
+    with resolved_control_plane(progress=progress) as kubeconfig:
+        yield kubeconfig

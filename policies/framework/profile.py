@@ -219,11 +219,13 @@ def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Pro
         if point not in (*EXTENSION_POINTS, "multiPoint"):
             raise ConfigError(f"{where}: unknown extension point {point!r}")
     known = registry()
-    config: dict[str, Any] = {}
+    config: dict[str, BaseModel | None] = {}
     for entry in _entries(document.get("pluginConfig"), f"{where}.pluginConfig"):
         if entry["name"] not in known:
             raise ConfigError(f"{where}: pluginConfig: unknown plugin {entry['name']}")
-        config[entry["name"]] = entry.get("args")
+        # Every entry's args are checked, enabled or not (as kube-scheduler validates them): a typo in
+        # the args of a plugin enabled later must not wait until then to show.
+        config[entry["name"]] = _args(entry["name"], entry.get("args"), where)
 
     chains: dict[str, list[tuple[str, int]]] = {}
     for point in EXTENSION_POINTS:
@@ -233,11 +235,11 @@ def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Pro
     handle = Handle()
     instances: dict[str, Any] = {}
 
-    def instance(plugin: str) -> Any:
+    def instance(plugin: str, place: str) -> Any:
         if plugin not in known:
-            raise ConfigError(f"{where}: unknown plugin {plugin}")
+            raise ConfigError(f"{where}.{place}: unknown plugin {plugin}")
         if plugin not in instances:
-            args = _args(plugin, config.get(plugin), where)
+            args = config[plugin] if plugin in config else _args(plugin, None, where)
             try:
                 instances[plugin] = known[plugin].factory(args, handle)
             except (ValueError, ConfigError) as exc:
@@ -245,7 +247,7 @@ def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Pro
         return instances[plugin]
 
     for entry in multi:
-        plugin = instance(entry["name"])
+        plugin = instance(entry["name"], "plugins.multiPoint")
         for point, protocol in _PROTOCOLS.items():
             if isinstance(plugin, protocol) and all(n != entry["name"] for n, _ in chains[point]):
                 chains[point].append((entry["name"], _weight(entry, f"{where}.plugins.multiPoint")))
@@ -254,7 +256,7 @@ def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Pro
     for point, chain in chains.items():
         built[point] = []
         for plugin_name, weight in chain:
-            plugin = instance(plugin_name)
+            plugin = instance(plugin_name, f"plugins.{point}")
             if not isinstance(plugin, _PROTOCOLS[point]):
                 raise ConfigError(f"{where}: plugin {plugin_name} does not implement {point}")
             built[point].append((plugin, weight))

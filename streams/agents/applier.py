@@ -40,7 +40,7 @@ from streams.agents.common import (
 )
 from streams.batching import Breather, take_batches
 from streams.core.ingress import envelope_from_model
-from streams.core.ledger import Ledger
+from streams.core.ledger import NODES_TABLE, PODS_TABLE, Ledger
 from streams.core.sequencer import Envelope
 from streams.fetching import EyrieApp
 
@@ -104,8 +104,8 @@ def register(app: faust.App, topics: Any) -> None:
     observe = topics.observe
 
     ledger = Ledger(
-        bytes_table(app, "ledger-nodes", settings.partitions),
-        bytes_table(app, "ledger-pods", settings.partitions),
+        bytes_table(app, NODES_TABLE, settings.partitions),
+        bytes_table(app, PODS_TABLE, settings.partitions),
     )
 
     recounted = False

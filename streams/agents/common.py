@@ -231,6 +231,10 @@ class _KeyPartitionedTable(faust.Table[bytes, bytes]):
         )
 
 
+# Faust's lines, under Faust's logger (see `streams.fetching`'s loggers for why it is set here).
+_KeyPartitionedTable.logger = faust.Table.logger
+
+
 def _key_partition(key: Any, partitions: int | None) -> int:
     return zlib.crc32(bytes(key)) % int(partitions or 1)
 

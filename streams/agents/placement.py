@@ -32,6 +32,7 @@ from streams.core.sequencer import (
     Shard,
     decode_envelopes,
     encode_envelope,
+    tick_envelope,
 )
 from streams.records import dead_letter
 from streams.security import client_security, consumer_limits
@@ -39,6 +40,11 @@ from streams.security import client_security, consumer_limits
 __all__ = ["register"]
 
 log = logging.getLogger(__name__)
+
+STALE_SHARE = 0.5
+"""`/health` calls a replay session stale once it has gone this share of ``replay_session_timeout_s``
+without a watermark: the replayer resends one every second or so, so by then it is gone or cut off, and
+the operator hears of it before the timeout ends the session."""
 
 
 @dataclass(slots=True)
@@ -161,6 +167,7 @@ def register(app: faust.App, topics: Any) -> None:
                         await send_dead_letter(topics, letter_for(message, str(envelope)))
                         continue
                     started = time.perf_counter()
+                    session = current.shard.reorder.session
                     try:
                         outputs = current.shard.feed(envelope)
                     except Exception as exc:  # a bug must cost one envelope, not the shard's worker
@@ -170,20 +177,62 @@ def register(app: faust.App, topics: Any) -> None:
                         continue
                     if envelope.kind is Kind.POD:
                         attempt_result(envelope.value.uid, outputs).observe(time.perf_counter() - started)
+                    elif (
+                        envelope.kind is Kind.TICK
+                        and session is not None
+                        and current.shard.reorder.session is None
+                    ):
+                        log.warning(
+                            "shard %d: replay session %r sent no watermark for %.0f s; ended it, and what it "
+                            "held applies now",
+                            message.partition,
+                            session,
+                            settings.replay_session_timeout_s,
+                        )
                     await publish(outputs, message.timestamp)
                     await breathe()
+
+    timeout = settings.replay_session_timeout_s
 
     @app.timer(settings.tick_interval)  # type: ignore[untyped-decorator]
     async def tick() -> None:
         # Time moves for placement only through its partition; outside replay sessions (which run on the
         # log's own clock) the worker writes the wall clock there so Permit timeouts and backoffs expire.
         # Only while pods wait: the partition is kept forever, and idle ticks would only lengthen rebuilds.
+        # In a session, a tick goes only once the replayer has been silent for the timeout, and carries
+        # it: the shard then ends the session, unless a watermark came before the tick did.
+        now = time.time()
         for partition, current in list(owned.items()):
-            if current.shard.reorder.session is None and current.shard.scheduler.pending:
-                envelope = Envelope(Kind.TICK, time.time(), None, "tick")
-                await send(
-                    topics, "sequencer", f"shard-{partition}".encode(), encode_envelope(envelope), partition
+            reorder = current.shard.reorder
+            if reorder.session is None and current.shard.scheduler.pending:
+                envelope = tick_envelope(now)
+            elif reorder.session is not None and now - reorder.last_mark_at >= timeout:
+                envelope = tick_envelope(now, timeout)
+            else:
+                continue
+            await send(
+                topics, "sequencer", f"shard-{partition}".encode(), encode_envelope(envelope), partition
+            )
+
+    def replay_sessions() -> list[dict[str, Any]]:
+        now = time.time()
+        sessions = []
+        for partition, current in sorted(owned.items()):
+            reorder = current.shard.reorder
+            if reorder.session is not None:
+                silent = max(0.0, now - reorder.last_mark_at)
+                sessions.append(
+                    {
+                        "shard": partition,
+                        "session": reorder.session,
+                        "since_watermark_s": round(silent, 1),
+                        "held": reorder.held,
+                        "stale": silent >= STALE_SHARE * timeout,
+                    }
                 )
+        return sessions
+
+    observe.replay_sessions = replay_sessions
 
     sequencer = settings.topic("sequencer")
 

@@ -145,14 +145,16 @@ def envelope_from_record(
     """None for records placement does not need (its own verdicts coming back)."""
     topic = full_topic or short_topic
     source = f"{short_topic}/{partition}"
+    clock = time.time() if now is None else now
     try:
         if is_watermark(headers):
-            return Envelope(Kind.WATERMARK, 0.0, watermark_from_record(value), source)
+            # Stamped with this forwarder's clock: placement ends a session whose watermarks stopped coming
+            # (the replayer died) by comparing its ticks with this stamp.
+            return Envelope(Kind.WATERMARK, clock, watermark_from_record(value), source)
         replay_ts = replay_time(headers)
         seq = _float_header(headers, SEQ_HEADER)
     except EyrieError as exc:
         return dead_letter(topic, partition, offset, key, value, str(exc))
-    clock = time.time() if now is None else now
     if short_topic == "config":
         ts = replay_ts if replay_ts is not None else clock  # a replay at time 0 is still a replay
         return _config_envelope(topic, partition, offset, key, value, source, ts)

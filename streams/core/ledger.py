@@ -34,7 +34,9 @@ from schemas.events import Binding, BindingResult, BindingStatus
 from schemas.node import NodeEvent, NodeSpec
 
 __all__ = [
+    "NODES_TABLE",
     "PODS",
+    "PODS_TABLE",
     "REASON_ALREADY_BOUND",
     "REASON_NODE_NOT_FOUND",
     "REASON_POD_DELETED",
@@ -48,6 +50,10 @@ __all__ = [
     "bound_node",
     "insufficient",
 ]
+
+NODES_TABLE: Final = "ledger-nodes"
+PODS_TABLE: Final = "ledger-pods"
+"""The applier's tables holding the two mappings; each has a changelog topic that `eyrie nodes` reads."""
 
 PODS: Final = "pods"
 """The pod-count resource: counted by the ledger itself (one per bound pod), never taken from requests."""
@@ -357,6 +363,8 @@ class Ledger:
         # and placement uses it to drop the assume it made on that node.
         return BindingResult(
             uid=binding.uid,
+            namespace=binding.namespace,
+            name=binding.name,
             node=binding.node,
             cluster=binding.cluster,
             status=status,

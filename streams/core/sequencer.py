@@ -10,6 +10,10 @@ by event time, not by which Kafka partition happened to be fetched first:
   forwarders pass them on. Envelopes from those partitions are held and applied in ``(ts, seq)`` order,
   seq being the log line, once every session partition has passed their ts. How the topics interleave on
   the way in is then invisible to placement.
+- A session ends when every session partition has passed ts inf (the replayer's end marker), or when no
+  watermark of it has come for the timeout a tick carries (the replayer died without a word). The time
+  compared is the tick's stamp against the stamp the forwarder put on the session's latest watermark, both
+  records on the partition, so a rebuild ends the session at the same envelope the live shard did.
 
 The sequencer partition is also the shard's changelog: replaying it from the start rebuilds exactly the
 state a crashed worker had (every input, ticks included, is on it, and nothing here reads a clock).
@@ -59,6 +63,7 @@ __all__ = [
     "decode_envelopes",
     "encode_envelope",
     "encode_envelopes",
+    "tick_envelope",
 ]
 
 
@@ -132,6 +137,28 @@ def _config_value(data: object) -> dict[str, Any]:
     return data
 
 
+TIMEOUT_KEY = "replay_session_timeout_s"
+"""In a tick's value: how long a replay session may go without a watermark before the tick ends it. The tick
+carries it, rather than the shard reading a setting, so a rebuild by a worker configured otherwise still
+ends the session where the live shard did."""
+
+
+def _tick_value(data: object) -> dict[str, float] | None:
+    if data is None:
+        return None
+    timeout = data.get(TIMEOUT_KEY) if isinstance(data, dict) and len(data) == 1 else None
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout < math.inf:
+        raise InvalidInput(f"must be null or {{{TIMEOUT_KEY!r}: seconds > 0}}", field="value")
+    return {TIMEOUT_KEY: float(timeout)}
+
+
+def tick_envelope(ts: float, session_timeout: float | None = None) -> Envelope:
+    """A clock tick stamped `ts`; with `session_timeout`, it also ends a replay session whose latest
+    watermark is at least that much older than `ts`."""
+    value = None if session_timeout is None else {TIMEOUT_KEY: float(session_timeout)}
+    return Envelope(Kind.TICK, ts, value, "tick")
+
+
 _VALUE_READERS: dict[Kind, Any] = {
     Kind.NODE: lambda data: model_from_mapping(NodeEvent, data, prefix="value"),
     Kind.POD: lambda data: model_from_mapping(PodRequest, data, prefix="value"),
@@ -141,7 +168,7 @@ _VALUE_READERS: dict[Kind, Any] = {
     Kind.WORKLOAD: WorkloadSummary.from_json,
     Kind.WATERMARK: Watermark.from_json,
     Kind.CONFIG: _config_value,
-    Kind.TICK: lambda data: None,
+    Kind.TICK: _tick_value,
 }
 
 
@@ -226,6 +253,10 @@ def _envelope_from_json(data: object) -> Envelope:
     return Envelope(kind, float(ts), value, source, math.inf if seq is None else float(seq), offset)
 
 
+_EXPIRED_KEPT = 64
+"""How many sessions ended by a timeout a shard remembers: enough for the stragglers of the latest ones."""
+
+
 @dataclass(slots=True)
 class ReorderBuffer:
     """Holds a replay session's envelopes until every session partition has passed their event time."""
@@ -233,13 +264,19 @@ class ReorderBuffer:
     session: str | None = None
     expected: set[str] = field(default_factory=set)
     marks: dict[str, float] = field(default_factory=dict)
+    last_mark_at: float = -math.inf
+    """The envelope time of the session's latest watermark: when a forwarder passed it on, by its clock."""
     _held: list[tuple[float, float, int, Envelope]] = field(default_factory=list)
     _arrivals: int = 0
+    _expired: dict[str, None] = field(default_factory=dict)
+    """The latest sessions ended by a timeout (oldest first). Watermarks of theirs still on the way are
+    ignored: a replayer's last records must not open its session again, for nobody would end it but another
+    timeout. (After an end marker, none come: it is the last record on every partition.)"""
 
     def push(self, envelope: Envelope) -> list[Envelope]:
         """Envelopes ready to apply, in the order to apply them."""
         if envelope.kind is Kind.WATERMARK:
-            self._mark(envelope.source, envelope.value)
+            self._mark(envelope.source, envelope.value, envelope.ts)
             return self._release()
         if self.session is None or envelope.source not in self.expected:
             return [envelope]  # live input, or a source the replay does not drive (results, config, ticks)
@@ -247,15 +284,30 @@ class ReorderBuffer:
         heapq.heappush(self._held, (envelope.ts, envelope.seq, self._arrivals, envelope))
         return self._release()
 
-    def _mark(self, source: str, mark: Watermark) -> None:
+    def expire(self, now: float, timeout: float) -> list[Envelope]:
+        """End the session as its end marker would, if its latest watermark is `timeout` or more older than
+        `now` (a tick's stamp): what it held, in order. Nothing otherwise."""
+        if self.session is None or now - self.last_mark_at < timeout:
+            return []
+        self._expired[self.session] = None
+        if len(self._expired) > _EXPIRED_KEPT:
+            del self._expired[next(iter(self._expired))]
+        self.marks = dict.fromkeys(self.expected, math.inf)
+        return self._release()
+
+    def _mark(self, source: str, mark: Watermark, at: float) -> None:
+        if mark.session in self._expired:
+            return
         if mark.session != self.session:
             if self.session is not None and math.isinf(mark.ts):
                 return  # the end of an older session, already superseded
             self.session = mark.session
             self.expected = {f"{t}/{p}" for t, n in mark.partitions.items() for p in range(n)}
             self.marks = {}
+            self.last_mark_at = at
         if source in self.expected:
             self.marks[source] = max(self.marks.get(source, -math.inf), mark.ts)
+            self.last_mark_at = max(self.last_mark_at, at)
 
     @property
     def watermark(self) -> float:
@@ -269,7 +321,7 @@ class ReorderBuffer:
         while self._held and self._held[0][0] <= limit:
             ready.append(heapq.heappop(self._held)[3])
         if math.isinf(limit) and limit > 0:
-            self.session, self.expected, self.marks = None, set(), {}
+            self.session, self.expected, self.marks, self.last_mark_at = None, set(), {}, -math.inf
         return ready
 
     @property
@@ -341,6 +393,16 @@ class Shard:
                 return []
             self._applied_offsets[envelope.source] = envelope.offset
         outputs: list[Output] = []
+        if envelope.kind is Kind.TICK and self.reorder.session is not None:
+            # A session runs on its log's clock, which a wall-clock tick must not move (the offline replay
+            # sees none); the tick only tells how long the replayer has been silent.
+            timeout = envelope.value[TIMEOUT_KEY] if envelope.value is not None else math.inf
+            released = self.reorder.expire(envelope.ts, timeout)
+            if self.reorder.session is None:
+                self.counters["replay_sessions_expired"] += 1
+            for ready in released:
+                outputs.extend(self.apply(ready))
+            return outputs
         for ready in self.reorder.push(envelope):
             outputs.extend(self.apply(ready))
         return outputs
@@ -351,17 +413,22 @@ class Shard:
             outputs.extend(self.feed(envelope))
         return outputs
 
-    def apply(self, envelope: Envelope) -> list[Output]:
-        """Apply one envelope at its event time, then run the queue: a pod is placed as soon as it arrives,
-        so the decisions do not depend on how envelopes were batched on the way in."""
+    def advance_clock(self, envelope: Envelope) -> float:
+        """The time `envelope` applies at, which becomes the shard's clock (`eyrie record` asks this too,
+        for the time it writes beside each envelope placement applied)."""
         if self.reorder.session is None:
             self.now = max(self.now, envelope.ts)
         elif envelope.source in self.reorder.expected:
             self.now = envelope.ts  # the replay's own clock: its envelopes come in (ts, seq) order
-        # else: a result, profile or tick during a replay applies at the replay's current time. Its own
+        # else: a result or profile during a replay applies at the replay's current time. Its own
         # stamp is the wall clock, and moving the replay's clock there would expire backoffs and waits at
         # moments the offline replay (which feeds results at their decision's time) never sees.
-        now = self.now
+        return self.now
+
+    def apply(self, envelope: Envelope) -> list[Output]:
+        """Apply one envelope at its event time, then run the queue: a pod is placed as soon as it arrives,
+        so the decisions do not depend on how envelopes were batched on the way in."""
+        now = self.advance_clock(envelope)
         self.counters[envelope.kind.value] += 1
         scheduler, placer, value = self.scheduler, self.placer, envelope.value
         outcomes: list[Outcome] = []  # straight from the scheduler: the placer sees them below
@@ -582,6 +649,8 @@ class Shard:
                     Binding(
                         uid=outcome.uid,
                         node=outcome.node,
+                        namespace=pod.namespace if pod is not None else None,
+                        name=pod.name if pod is not None else None,
                         cluster=outcome.cluster,
                         profile=outcome.profile,
                         score=outcome.score,
@@ -599,11 +668,14 @@ class Shard:
                     continue  # the same verdict again after a retry (node counts aside): nothing new to say
                 self._verdicts[outcome.uid] = kinds
                 # A replica's verdict names the cluster it waits in, or none while it waits for a division.
+                pod = self.pods.get(outcome.uid) or self.placer.replica(outcome.uid)
                 replica = self.placer.replica(outcome.uid) is not None
                 cluster = self.placer.replica_cluster(outcome.uid) if replica else self.cluster
                 outputs.append(
                     BindingResult(
                         uid=outcome.uid,
+                        namespace=pod.namespace if pod is not None else None,
+                        name=pod.name if pod is not None else None,
                         node=None,
                         cluster=cluster,
                         status="unschedulable",

@@ -2,7 +2,8 @@
 
     python -m streams.demo [--trace DIR_OR_LOG] [--pods 2000] [--nodes 200] [--rate N] [--out demo-out]
 
-Uses the broker named by KAFKA_BOOTSTRAP_SERVERS, else starts the local one (or testcontainers), and
+Uses the broker named by KAFKA_BOOTSTRAP_SERVERS, else the one already answering on 127.0.0.1:9092
+(`eyrie broker up`, whatever its data directory), else starts one (testcontainers, or a local broker), and
 stops everything it started. The workload is a seeded one shaped like the Alibaba GPU 2023 trace, or
 the real trace (a directory: its first `--pods` pods) or any recorded event log. It is replayed flat out,
 so latency includes the queue a burst builds, or at most `--rate` events per second (pods, node events,
@@ -99,7 +100,7 @@ def run_demo(
     }
     uids = {e.value.uid for e in events if isinstance(e.value, PodRequest)}
     print(f"workload: {log} — {len(specs)} nodes, {len(uids)} pods, {len(events)} events", flush=True)
-    with resolved_broker() as bootstrap:
+    with resolved_broker(reuse_local=True) as bootstrap:
         prefix = f"demo-{uuid.uuid4().hex[:6]}."
         env = {
             **os.environ,

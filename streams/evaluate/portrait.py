@@ -98,6 +98,12 @@ def _load_workloads(experiment: PortraitExperiment) -> tuple[list[_Workload], Ho
         raise InvalidInput(f"{experiment.trace}: no Bitbrains VM files (*.csv)", field="trace")
     vms = [read_vm(path) for path in files]
     vms = [vm for vm in vms if len(vm) and vm.provisioned_cores > 0]
+    if not vms:
+        raise InvalidInput(
+            f"{experiment.trace}: none of its {len(files)} *.csv files holds Bitbrains usage rows "
+            "(Timestamp; CPU cores; ... : 11 ';'-separated columns) with provisioned cores",
+            field="trace",
+        )
     start = min(float(vm.ts.min()) for vm in vms)
     split = start + experiment.train_days * DAY
     end = max(float(vm.ts.max()) for vm in vms)

@@ -49,8 +49,9 @@ def test_explain_prints_the_spec_7_object_for_seed_001(tmp_path):
     result = explain(tmp_path)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert list(out) == ["pod", "selected", "feasible", "filtered", "scores", "total"]
+    assert list(out) == ["pod", "profile", "selected", "feasible", "filtered", "scores", "total"]
     assert out["pod"] == "p1"
+    assert out["profile"] == "default"
     assert out["selected"] == "m2"
     assert out["feasible"] == ["m1", "m2", "m3"]
     assert out["filtered"] == {"tainted": ["node(s) had untolerated taint {gpu: true}"]}
@@ -82,8 +83,18 @@ def test_a_profile_file_with_several_profiles_is_chosen_by_scheduler_name(tmp_pa
     # MostAllocated: m1 (81 + 31) // 2 = 56, m2 (50 + 62) // 2 = 56, m3 (18 + 93) // 2 = 55.
     assert out["scores"]["NodeResourcesFit"] == {"m1": 56, "m2": 56, "m3": 55}
     assert out["selected"] in ("m1", "m2")
-    missing = explain(tmp_path, None, None, profiles)
-    assert missing.returncode == 2 and "no profile named 'default'" in missing.stderr
+    assert out["profile"] == "pack"
+    # Neither is the pod's: it names `default`, which a worker holds beside every published profile.
+    builtin = json.loads(explain(tmp_path, None, None, profiles).stdout)
+    assert builtin["profile"] == "default"
+    assert list(builtin["scores"]) == [
+        "TaintToleration",
+        "NodeResourcesFit",
+        "NodeResourcesBalancedAllocation",
+    ]
+    missing = explain(tmp_path, None, None, profiles, "--scheduler-name", "nope")
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("error: --scheduler-name: no profile named 'nope' (known: ")
 
 
 def test_a_pod_that_fits_nowhere_selects_null(tmp_path):
@@ -105,7 +116,13 @@ BAD = [
         None,
         "nodes.json: [0].capacity.cpu",
     ),
-    ("nodes that are not a list are refused", {"name": "n"}, None, None, "nodes.json: expected a JSON list"),
+    (
+        "nodes that are not a list are refused",
+        {"name": "n"},
+        None,
+        None,
+        "nodes.json: expected a list of node states",
+    ),
     (
         "a node given both forms of usage is refused",
         [{"name": "n", "pod_requests": [{"uid": "a"}], "requested": {"cpu": 1}}],

@@ -1,4 +1,4 @@
-"""How `run_app` sets a worker's process up: logging at the level asked for, not Faust's DEBUG."""
+"""How `run_app` sets a worker's process up: eyrie's logging kept, not Faust's, and never at DEBUG."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from streams.app import _Worker, create_app
+from streams.logs import configure_logging
 from streams.settings import load_settings
 
 # ------------------------------------------------------------------------------------------- builders
@@ -16,24 +17,31 @@ from streams.settings import load_settings
 
 @pytest.fixture
 def root_logger() -> Iterator[logging.Logger]:
-    """The root logger, restored afterwards (Faust's logging set-up replaces its handlers)."""
+    """The root logger, restored afterwards (`configure_logging` replaces its handlers)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    libraries = {name: logging.getLogger(name).level for name in ("faust", "mode", "aiokafka")}
     yield root
     root.handlers[:] = handlers
     root.setLevel(level)
+    for name, saved in libraries.items():
+        logging.getLogger(name).setLevel(saved)
 
 
 # ---------------------------------------------------------------------------------------------- tests
 
 
-def test_a_worker_logs_at_the_level_asked_for_and_builds_no_debug_records(
+def test_a_worker_keeps_eyries_log_handler_and_builds_no_debug_records(
     tmp_path: Path, root_logger: logging.Logger
 ) -> None:
+    handler = configure_logging(level=logging.INFO)
     app = create_app(load_settings(env={}, data_dir=str(tmp_path)), "worker")
-    worker = _Worker(app, loglevel="warning", quiet=True)
-    worker._setup_logging()
-    assert root_logger.level == logging.WARNING
+    worker = _Worker(app, quiet=True)
+    # Faust's worker replaced the root logger's handlers with its own on start (coloured text, stdout
+    # redirected into the log), so `--log-format json` did not hold for its lines.
+    assert worker.override_logging is False
+    assert worker.spinner is None
+    assert root_logger.handlers == [handler]
     # Faust logs every record it sends at DEBUG; with the terminal spinner's handler, the root logger went
     # to DEBUG and each of those calls built a record.
     assert not logging.getLogger("faust.topics").isEnabledFor(logging.DEBUG)

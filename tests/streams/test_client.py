@@ -175,8 +175,10 @@ async def test_decisions_join_bindings_with_their_results(kafka_bootstrap):
         await client.flush()
         decisions = {d.uid: d.to_json() async for d in client.decisions()}
 
-    assert decisions["a"] | {"at": None} == {
+    assert decisions["a"] | {"at": None, "time": None} == {
         "uid": "a",
+        "namespace": None,
+        "name": None,
         "node": "n1",
         "cluster": "c1",
         "status": "applied",
@@ -184,6 +186,7 @@ async def test_decisions_join_bindings_with_their_results(kafka_bootstrap):
         "profile": "default",
         "score": 180,
         "attempt": 0,
+        "time": None,
         "at": None,
     }
     assert decisions["b"]["status"] == "pending" and decisions["b"]["node"] == "n2"

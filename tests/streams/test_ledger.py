@@ -314,6 +314,8 @@ def test_a_result_answers_its_binding_with_the_time_of_the_verdict():
     result = ledger.apply(binding("p7", on="n1", attempt=4, cpu=100), 12.5)
     assert result.model_dump() == {
         "uid": "p7",
+        "namespace": None,  # the binding's, which names none
+        "name": None,
         "node": "n1",
         "cluster": "c1",
         "status": "applied",

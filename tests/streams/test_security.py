@@ -329,6 +329,12 @@ COMMANDS = [
     ("eyrie decisions takes the security flags", ["decisions"]),
     ("eyrie publish takes the security flags", ["publish", "POD"]),
     ("eyrie topics create takes the security flags", ["topics", "create"]),
+    ("eyrie profiles publish takes the security flags", ["profiles", "publish", "PROFILE"]),
+    ("eyrie profiles list takes the security flags", ["profiles", "list"]),
+    ("eyrie profiles show takes the security flags", ["profiles", "show", "default"]),
+    ("eyrie dead-letters takes the security flags", ["dead-letters"]),
+    ("eyrie nodes takes the security flags", ["nodes"]),
+    ("eyrie pending takes the security flags", ["pending"]),
 ]
 
 
@@ -339,7 +345,13 @@ def test_every_command_that_talks_to_kafka_takes_the_security_flags(tmp_path, mo
     for name in [name for name in os.environ if name.startswith("EYRIE_")]:
         monkeypatch.delenv(name)
     (tmp_path / "pod.json").write_text('{"uid": "p"}')
-    files = {"LOG": tmp_path / "log.jsonl", "OUT": tmp_path / "out.jsonl", "POD": tmp_path / "pod.json"}
+    (tmp_path / "profile.json").write_text('{"schedulerName": "p"}')
+    files = {
+        "LOG": tmp_path / "log.jsonl",
+        "OUT": tmp_path / "out.jsonl",
+        "POD": tmp_path / "pod.json",
+        "PROFILE": tmp_path / "profile.json",
+    }
     args = [str(files.get(arg, arg)) for arg in command]
     flags = [
         "--security-protocol",

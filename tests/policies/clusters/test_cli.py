@@ -44,7 +44,12 @@ def run(tmp_path, command, clusters, request, *options):
 
 
 def run_vector(tmp_path, vector):
+    """The printed JSON; for a vector that expects an `error`, that error's one line (exit 2)."""
     result = run(tmp_path, vector["command"], vector["clusters"], vector["request"], *vector["options"])
+    if "error" in vector:
+        assert result.exit_code == 2, result.output
+        assert result.stderr.count("\n") == 1, result.stderr
+        return result.stderr.strip()
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -58,6 +63,9 @@ ALL_VECTORS = [
 
 @pytest.mark.parametrize(("file", "vector"), ALL_VECTORS, ids=[v["id"] for _, v in ALL_VECTORS])
 def test_the_cli_reproduces_every_vector(tmp_path, file, vector):
+    if "error" in vector:
+        assert vector["error"] in run_vector(tmp_path, vector), vector.get("note", vector["source"])
+        return
     assert run_vector(tmp_path, vector) == vector["expect"], vector.get("note", vector["source"])
 
 
