@@ -13,6 +13,7 @@ COPY README.md ./
 COPY schemas schemas
 COPY portraits portraits
 COPY policies policies
+COPY evaluation evaluation
 COPY streams streams
 RUN pip install --no-cache-dir --no-deps .
 USER eyrie

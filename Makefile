@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install lint typecheck test test-fast test-faults soak bench demo clean
+.PHONY: install lint typecheck docs docs-check test test-fast test-faults soak bench demo clean
 
 install: $(STAMP)
 
@@ -19,12 +19,23 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy schemas portraits policies streams bench
+	$(BIN)/mypy schemas portraits policies evaluation streams bench
+
+# The reference pages (settings, commands, plugins) regenerated from the code, then the site, strictly: a broken
+# link or a page left out of mkdocs.yml's nav fails the build.
+docs: install
+	$(BIN)/python -m docs.reference
+	$(BIN)/mkdocs build --strict --quiet -d build/site
+
+# What CI runs: the committed reference pages must already match the code (`make docs` rewrites them).
+docs-check: install
+	$(BIN)/python -m docs.reference --check
+	$(BIN)/mkdocs build --strict --quiet -d build/site
 
 # The whole suite, Kafka and Kubernetes tests included: tests/conftest.py starts one broker and one control
 # plane for the session (KAFKA_BOOTSTRAP_SERVERS / KUBECONFIG name existing ones); the first run on a machine
 # also builds the control plane with Go into ~/.cache/eyrie (`eyrie kube up` does the same).
-test: lint typecheck
+test: lint typecheck docs-check
 	$(BIN)/pytest
 
 # Everything that needs neither a broker nor a Kubernetes API server.

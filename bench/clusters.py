@@ -1,4 +1,4 @@
-"""Multi-cluster estimates and summary updates (SPEC 6) at scale.
+"""Multi-cluster estimates and summary updates at scale.
 
     python -m bench.clusters [--clusters C] [--nodes N] [--event-sizes M,N,...] [--requests R] [--events E]
                              [--seed S]

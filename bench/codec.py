@@ -72,7 +72,7 @@ def paths(model: type[BaseModel]) -> dict[str, tuple[Callable[[Any], bytes], Cal
     return {
         # What the topics use (schemas.codec): pydantic-core straight to and from bytes.
         "eyrie": (encode, lambda raw: decode(model, raw)),
-        # The baseline the issue names: pydantic's public JSON methods.
+        # The baseline: pydantic's public JSON methods, what a plain pydantic service calls.
         "pydantic": (lambda m: m.model_dump_json().encode(), model.model_validate_json),
         # The alternative that lost: orjson around Python-level dump/validate.
         "orjson": (

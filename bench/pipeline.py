@@ -8,7 +8,7 @@ Uses the broker named by KAFKA_BOOTSTRAP_SERVERS, else starts the local one. Top
 runs never see each other's records. The cluster and the pods are bench.placement's (seeded node shapes,
 zones, GPUs, taints, affinities), the nodes start empty.
 
-1. **In process** (the baseline): the placement core the worker runs (`streams.core.sequencer.Shard`) fed
+1. **In process** (the baseline): the placement core the worker runs (`streams.core.shard.Shard`) fed
    the same node events and pods, one envelope at a time: decisions per second without Kafka.
 2. **Metrics**: before the worker starts, `--samples` node samples are published one per record, then the
    same samples again later in event time, `--samples-per-record` of a node per record (a JSON array, as a
@@ -60,13 +60,14 @@ from policies.framework.profile import BUILTIN_PROFILES
 from schemas.codec import encode
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
-from streams.app import GC_THRESHOLDS
-from streams.broker import resolved_broker
-from streams.core.sequencer import Envelope, Kind, Shard, decode_envelopes
+from streams.core.sequencer import Envelope, Kind, decode_envelopes
+from streams.core.shard import Shard
 from streams.demo.processes import start_role, stop_all
-from streams.security import client_security, consumer_limits
+from streams.local.broker import resolved_broker
+from streams.runtime.app import GC_THRESHOLDS
+from streams.runtime.security import client_security, consumer_limits
+from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from streams.topics import ensure_topics
 
 FINAL = frozenset({"applied", "unschedulable", "rejected"})
 SAMPLE_STEP_S = 1.0

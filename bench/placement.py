@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 import orjson
 
+from policies.drive import arrive, make_scheduler
 from policies.framework.profile import BUILTIN_PROFILES, ProfileSet
-from policies.scheduler import Explanation, Placed, Scheduler, Unschedulable
+from policies.scheduler import Explanation, Outcome, Placed, Scheduler, Unschedulable
 from policies.snapshot import nonzero_requests
 from policies.usage import PORTRAIT_METRICS, WINDOW_METRICS
 from portraits.hourly import HOURS, Portrait
@@ -442,9 +443,7 @@ class Decision:
 
 
 def build_scheduler(cluster: Cluster) -> Scheduler:
-    scheduler = Scheduler(ProfileSet.builtin())
-    for spec in cluster.specs:
-        scheduler.upsert_node(spec)
+    scheduler = make_scheduler(cluster.specs)
     snapshot = scheduler.snapshot
     for spec, pods in zip(cluster.specs, cluster.existing, strict=True):
         row = snapshot.row_of(spec.name)
@@ -466,16 +465,15 @@ def run_eyrie(
     scheduler: Scheduler, pods: Sequence[PodRequest], step: float = 0.0
 ) -> tuple[list[Decision], list[int]]:
     """Schedule the pods one by one, pod i arriving at NOW + i·step."""
-    outcomes: list[list[object]] = []
+    outcomes: list[list[Outcome]] = []
     latencies: list[int] = []
     clock = time.perf_counter_ns
     for i, pod in enumerate(pods):
         now = NOW + i * step
         start = clock()
-        first = scheduler.add_pod(pod, now)
-        second = scheduler.schedule(now)
+        found = arrive(scheduler, pod, now)
         latencies.append(clock() - start)
-        outcomes.append([*first, *second])
+        outcomes.append(found)
     return [eyrie_decision(p, o) for p, o in zip(pods, outcomes, strict=True)], latencies
 
 
@@ -875,8 +873,7 @@ def diagnose(
                 report.append(f"    baseline: {_describe(verdict.decision)}")
                 report.extend(_explain_diff(explanation, verdict))
                 report.append(f"    pod: {pod.model_dump_json(exclude_defaults=True)}")
-        outcomes = [*scheduler.add_pod(pod, NOW), *scheduler.schedule(NOW)]
-        placed = eyrie_decision(pod, outcomes)
+        placed = eyrie_decision(pod, arrive(scheduler, pod, NOW))
         assert placed == expected, f"eyrie is not deterministic at pod #{i}"
         if placed.node is not None:
             baseline.place(pod, baseline.nodes[baseline.index[placed.node]])

@@ -29,10 +29,10 @@ from bench.pipeline import Results, bench_producer, make_workload, probe
 from schemas.codec import encode
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted
-from streams.broker import resolved_broker
 from streams.demo.processes import resident_bytes, start_role, stop_all
+from streams.local.broker import resolved_broker
+from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from streams.topics import ensure_topics
 
 __all__ = ["Round", "SoakFigures", "main"]
 

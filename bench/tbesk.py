@@ -1,18 +1,19 @@
-"""Batch placement speed: BES and TBESK (SPEC 5) against the sequential LRA baseline, in the same process.
+"""Batch placement speed: BES and TBESK against the sequential LRA baseline, in the same process.
 
     python -m bench.tbesk [--seed S] [--population P] [--iterations I] [--large-pods N] [--large-nodes M]
                           [--cores C] [--skip-large]
 
-1. The paper experiment's instance: 1,800 pods on the paper's 31 nodes (SPEC 5 generator), population 30,
-   100 iterations. Timed: LRA (the paper's baseline, one pod at a time), BES, TBESK, TBESK finished by the
-   Z local search, and the Z reference (greedy + local search); Z_avg of each is printed alongside.
+1. The paper experiment's instance: 1,800 pods on the paper's 31 nodes (the experiment's pod generator),
+   population 30, 100 iterations. Timed: LRA (the paper's baseline, one pod at a time), BES, TBESK, TBESK
+   finished by the Z local search, and the Z reference (greedy + local search); Z_avg of each is printed
+   alongside.
 2. A large instance: 10,000 pods on 1,000 nodes (the paper's three node types in its 11:10:10 proportion,
    pods from the same generator scaled to the same load levels), same population and iterations. Timed:
    LRA and TBESK.
 
 The process is pinned to `--cores` CPUs (default 1; the optimisers use no BLAS calls), so the figures are
 single-core ones. Memory is the process's peak resident set size (ru_maxrss),
-which includes the interpreter and numpy. Targets (issue 8): ≤ 5 s and ≤ 60 s for TBESK, ≤ 2 GiB.
+which includes the interpreter and numpy. Targets: ≤ 5 s and ≤ 60 s for TBESK, ≤ 2 GiB.
 
 Prints a table, then as its last line a JSON object with the figures.
 """
@@ -29,6 +30,14 @@ from typing import Any
 import numpy as np
 import orjson
 
+from evaluation.experiments.tbesk import (
+    PAPER_NODE_COUNTS,
+    PAPER_NODE_TYPES,
+    PAPER_RESOURCES,
+    generate_pods,
+    paper_cluster,
+    paper_pods,
+)
 from policies.batch import (
     BesParams,
     least_requested,
@@ -38,14 +47,6 @@ from policies.batch import (
     reference,
     utilisation,
     z_avg,
-)
-from streams.evaluate.tbesk import (
-    PAPER_NODE_COUNTS,
-    PAPER_NODE_TYPES,
-    PAPER_RESOURCES,
-    generate_pods,
-    paper_cluster,
-    paper_pods,
 )
 
 TARGET_PAPER_S = 5.0

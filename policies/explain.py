@@ -1,4 +1,4 @@
-"""`eyrie explain` (SPEC 7): load node states and a pod, run one dry cycle, report every stage.
+"""`eyrie explain` (docs/cli.md): load node states and a pod, run one dry cycle, report every stage.
 
 Node states describe a cluster at one instant: each node's capacity, allocatable, labels and taints, and
 what already runs on it, either as the pods themselves (``pod_requests``: actual and non-zero-default
@@ -138,7 +138,7 @@ def load_node_states(path: str | Path) -> list[NodeState]:
 
 def load_pod(path: str | Path) -> tuple[PodRequest, dict[str, Any]]:
     """The pod (a PodRequest, or a Kubernetes Pod manifest as `eyrie publish` reads one), and the extras
-    SPEC 7 allows beside a PodRequest (``portrait``)."""
+    `eyrie explain` allows beside a PodRequest (``portrait``)."""
     document = read_document(path)
     if not isinstance(document, dict):
         raise InvalidInput(f"{path}: expected an object (a PodRequest or a Pod manifest)")
@@ -152,7 +152,7 @@ def load_pod(path: str | Path) -> tuple[PodRequest, dict[str, Any]]:
 
 
 def to_portrait(hours: Mapping[str, Sequence[tuple[float, float]]], field: str) -> Portrait:
-    """A portrait from SPEC 7's ``{metric: [[mean, std] × 24]}`` (metrics not given have no data)."""
+    """A portrait from `eyrie explain`'s ``{metric: [[mean, std] × 24]}`` (metrics not given have no data)."""
     mean = np.zeros((HOURS, len(PORTRAIT_METRICS)))
     std = np.zeros_like(mean)
     has = np.zeros(mean.shape, dtype=np.bool_)

@@ -85,7 +85,7 @@ Outcome = Placed | Unschedulable | Evicted | Waiting
 
 @dataclass(slots=True)
 class Explanation:
-    """Why a pod went where it went: the `eyrie explain` output (SPEC 7)."""
+    """Why a pod went where it went: the `eyrie explain` output."""
 
     pod: str
     selected: str | None
@@ -547,7 +547,7 @@ class Scheduler:
                 del self._batches[key]
 
     def _run_batch(self, members: list[_Queued], profile: Profile, now: float) -> None:
-        """One batch (SPEC 5): each pod's PreFilter and Filter choose its candidate nodes, the profile's
+        """One batch: each pod's PreFilter and Filter choose its candidate nodes, the profile's
         optimiser assigns them all at once, each assigned pod goes through Reserve and Permit as in a cycle,
         and pods with no candidate, or that the optimiser left unassigned, run a one-by-one cycle after."""
         assert profile.batch is not None

@@ -8,7 +8,7 @@ measurement of the row recomputes that row from its pending pods and prunes the 
 
 - Window side (Trimaran): a pod counts until the window's newest sample is `reporting_interval` past its
   placement (upstream's ScheduledPodsCache rule).
-- Portrait side (SPEC 3.2): hour h of a pod counts until the node has a sample of hour h taken after it.
+- Portrait side: hour h of a pod counts until the node has a sample of hour h taken after it.
 
 A `Snapshot` creates this on first use (`Snapshot.usage`), so profiles that never read load pay nothing.
 Every change to a row is recorded in the snapshot's change journal (`MEASURED`: a new measurement,

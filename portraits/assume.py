@@ -1,4 +1,4 @@
-"""AssumePodOnNode (SPEC 3.2): a node's portrait once a pod is added to it.
+"""AssumePodOnNode: a node's portrait once a pod is added to it.
 
 Per hour and metric the pod's workload portrait adds to the node's (μ = μ_N + μ_W, σ² = σ²_N + σ²_W: the
 loads are taken as independent), and the capacity recommendation is recomputed from the sums. The node's

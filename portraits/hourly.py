@@ -1,4 +1,4 @@
-"""Hourly resource portraits (SPEC 3.1): per key (a workload or a node), hour of day and metric, a weighted
+"""Hourly resource portraits: per key (a workload or a node), hour of day and metric, a weighted
 Welford accumulator (weight w, mean μ, M2), aged by exponential decay.
 
 Ageing: a sample's weight halves every ``days / 2`` days, so the portrait is dominated by the last ``days``

@@ -1,4 +1,4 @@
-"""Trimaran sliding windows (SPEC 3.3): per key (a node) and metric, a ring of `buckets` time buckets
+"""Trimaran sliding windows: per key (a node) and metric, a ring of `buckets` time buckets
 covering `window` seconds, each holding count, sum and sum of squares, plus running totals, so a sample and a
 query each cost O(1) (amortised: a bucket is cleared once per pass of the ring).
 

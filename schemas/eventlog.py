@@ -1,4 +1,4 @@
-"""Recorded event logs (SPEC 1.4): JSON Lines ``{"ts", "topic", "key", "value"}``, ordered by ``ts``.
+"""Recorded event logs: JSON Lines ``{"ts", "topic", "key", "value"}``, ordered by ``ts``.
 
 Reading streams line by line (constant memory, gzip when the name ends in ``.gz``, ``-`` for stdin) and
 validates every value with the topic's model, so a bad line is reported with its number before anything

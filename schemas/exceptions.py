@@ -10,7 +10,9 @@
     ├── ConfigError (ValueError)           a bad setting, profile or plugin argument
     ├── BrokerError (RuntimeError)         the Kafka broker cannot be resolved, started, reached or stopped
     │   └── ToolMissing                    Java or Maven is not installed
-    └── ControlPlaneError (RuntimeError)   the Kubernetes control plane cannot be built, started or reached
+    ├── ControlPlaneError (RuntimeError)   the Kubernetes control plane cannot be built, started or reached
+    └── KubeApiError (RuntimeError)        a Kubernetes API server refused a request or answered unreadably;
+                                           `status` and `reason` are its reply's
 
 Callers at the edge (the CLI, the stream decoders) catch `EyrieError` and turn it into one line or a
 dead-letter record; nothing below the edge prints.
@@ -25,6 +27,7 @@ __all__ = [
     "EventLogError",
     "EyrieError",
     "InvalidInput",
+    "KubeApiError",
     "ManifestError",
     "QuantityError",
     "ToolMissing",
@@ -74,3 +77,14 @@ class ToolMissing(BrokerError):
 
 class ControlPlaneError(EyrieError, RuntimeError):
     """The control plane could not be built, started, reached or stopped, or a tool it needs is missing."""
+
+
+class KubeApiError(EyrieError, RuntimeError):
+    """A Kubernetes API server's reply that its caller cannot use: an HTTP status it does not expect, or a
+    body that is not the JSON it should be. `status` is the HTTP status (0 when there was no reply) and
+    `reason` the ``reason`` of the server's ``Status`` object (``Forbidden``, ``Invalid``), if any."""
+
+    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+        self.status = status
+        self.reason = reason
+        super().__init__(message)

@@ -34,11 +34,12 @@ from schemas.events import Binding, BindingResult, MetricSample
 from schemas.exceptions import BrokerError, InvalidInput
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
+from streams.core.decoders import ELEMENTS_PER_RECORD, Decoded, decode_records, json_arrays
 from streams.core.ingress import is_watermark
-from streams.records import ELEMENTS_PER_RECORD, Decoded, decode_records, json_arrays
-from streams.security import client_security, consumer_limits, kafka_errors, producer_limits
+from streams.faust_overrides.clients import refresh_metadata
+from streams.runtime.security import client_security, consumer_limits, kafka_errors, producer_limits
+from streams.runtime.topics import ensure_topics
 from streams.settings import Settings
-from streams.topics import ensure_topics
 
 __all__ = ["DECISION_STATUSES", "Decision", "Deletion", "EyrieClient", "latest_decisions"]
 
@@ -468,7 +469,7 @@ class EyrieClient:
             yield latest
 
     async def _partitions(self, consumer: AIOKafkaConsumer, topic: str) -> set[int]:
-        await consumer._client.force_metadata_update()  # aiokafka has no public refresh
+        await refresh_metadata(consumer)
         found = consumer.partitions_for_topic(topic)
         if not found:
             raise BrokerError(f"topic {topic} does not exist (run a command that creates topics first)")

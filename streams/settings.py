@@ -30,7 +30,7 @@ from pydantic import (
 
 from schemas.codec import from_validation_error
 from schemas.exceptions import ConfigError, InvalidInput
-from streams.records import RECORD_OVERHEAD
+from streams.core.decoders import RECORD_OVERHEAD
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -75,15 +75,16 @@ class Settings(BaseModel):
     fetch_max_wait_ms: int = Field(default=200, ge=1, le=10_000)
     """How long the broker may hold a consumer's fetch while none of its partitions has new records. Well
     below Faust's 1,500 ms, because a fetch leaves out the partitions whose records the consumer has not
-    taken yet, and nothing reaches the consumer until it returns (`streams.fetching`); not much lower:
-    at 20 ms the metrics agent drained about a fifth slower (a busy worker answers 50 empty fetches a
-    second)."""
+    taken yet, and nothing reaches the consumer until it returns (`streams.faust_overrides.fetching`); not
+    much lower: at 20 ms the metrics agent drained about a fifth slower (a busy worker answers 50 empty
+    fetches a second)."""
     batch_window_ms: int = Field(default=15, ge=0, le=10_000)
     """The longest a worker's or applier's agent gathers one batch, from its first record; it hands the batch
-    over sooner, at the first turn of the event loop in which no record came (`streams.batching.QUIET_S`),
-    and an idle agent sleeps. Every batch costs its hop a produce request and acknowledgements (the
-    forwarder's also a sequencer record), so under a backlog, whose records come back to back, batches grow
-    up to this window, and a record that comes alone leaves at once (docs/pipeline-performance.md)."""
+    over sooner, at the first turn of the event loop in which no record came
+    (`streams.faust_overrides.batching.QUIET_S`), and an idle agent sleeps. Every batch costs its hop a
+    produce request and acknowledgements (the forwarder's also a sequencer record), so under a backlog, whose
+    records come back to back, batches grow up to this window, and a record that comes alone leaves at once
+    (docs/pipeline-performance.md)."""
     request_timeout_ms: int = Field(default=30_000, ge=1000)
     shards: int = Field(default=1, ge=1, le=1024)
     """Partitions of the internal sequencer topic: one placement writer per cluster shard."""
@@ -135,7 +136,7 @@ class Settings(BaseModel):
     @property
     def max_value_bytes(self) -> int:
         """The largest record value eyrie packs: `max_message_bytes` less room for the key, headers and
-        batch framing (`streams.records.RECORD_OVERHEAD`)."""
+        batch framing (`streams.core.decoders.RECORD_OVERHEAD`)."""
         return self.max_message_bytes - RECORD_OVERHEAD
 
     @property

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.broker import describe_resolution, resolved_broker
+from streams.local.broker import describe_resolution, resolved_broker
 
 log = logging.getLogger("tests.kafka")
 _BROKER_USED = pytest.StashKey[str]()
@@ -19,7 +19,7 @@ _BROKER_USED = pytest.StashKey[str]()
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(pytestconfig: pytest.Config) -> Iterator[str]:
-    """Bootstrap servers of this session's broker, picked by `streams.broker.resolved_broker`."""
+    """Bootstrap servers of this session's broker, picked by `streams.local.broker.resolved_broker`."""
     with resolved_broker() as bootstrap:
         description = describe_resolution()
         log.info("kafka_bootstrap: %s", description)
@@ -35,9 +35,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 
 @pytest.fixture(scope="session")
 def kube_config(pytestconfig: pytest.Config) -> Iterator[str]:
-    """The kubeconfig of this session's cluster, picked by `streams.kube.controlplane.resolved_control_plane`:
-    KUBECONFIG's, else a local control plane started once for the session (and built on first use)."""
-    from streams.kube.controlplane import resolved_control_plane
+    """The kubeconfig of this session's cluster, picked by
+    `streams.local.controlplane.resolved_control_plane`: KUBECONFIG's, else a local control plane started once
+    for the session (and built on first use)."""
+    from streams.local.controlplane import resolved_control_plane
 
     # Output is captured during fixture setup, but a first build takes minutes: show its progress.
     reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")

@@ -1,5 +1,7 @@
-"""Where the tests find the shared public traces: `../shared/traces` beside the project, wherever the
-project is checked out (CI clones it somewhere else than the developer's machine)."""
+"""Where the tests find the public cluster traces (Alibaba 2018, Alibaba GPU 2023, Bitbrains GWA-T-12):
+`../shared/traces` beside the project, wherever the project is checked out (CI clones it somewhere else than
+the developer's machine). They are not part of the repository; docs/evaluation.md says where each comes from
+and how to get it. Tests that read one skip, or use generated data, when it is absent."""
 
 from pathlib import Path
 from typing import Final

@@ -1,4 +1,7 @@
-"""Batch placement (SPEC 5, seed 003): the TBESK model, BES and TBESK, sequential baselines. Pure numpy.
+"""Batch placement: the TBESK model, BES and TBESK, sequential baselines. Pure numpy.
+
+*The paper* throughout is Geng and Wang, "Improved Bald Eagle Search Algorithm for Kubernetes
+Resource Scheduling Application", Computer Systems & Applications 32(4), 2023.
 
 - `policies.batch.model`: resources, pod classes, node score S_N, batch fitness (whole populations at once),
   utilisation and Z_avg.

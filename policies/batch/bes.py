@@ -1,6 +1,6 @@
-"""BES (Alsattar et al. 2020) and TBESK (seed 003) over a batch problem: one dimension per pod.
+"""BES (Alsattar et al. 2020) and TBESK (Geng and Wang 2023) over a batch problem: one dimension per pod.
 
-Encoding (SPEC 5): a position is one real number per pod in the centred interval [−m/2, m/2) (m nodes);
+Encoding: a position is one real number per pod in the centred interval [−m/2, m/2) (m nodes);
 the node is the equal-width bin it falls in, over the pod's candidate nodes in node order. Centring keeps
 TBESK's multiplicative mutation (P + P·t) and the swoop's pull towards rand·P_best from favouring low node
 indices, which they would with positions in [0, m).
@@ -62,7 +62,7 @@ STALL_ITERATIONS: Final = 10
 
 @dataclass(frozen=True, slots=True)
 class BesParams:
-    """Population, iterations and the BES constants (SPEC 5 defaults)."""
+    """Population, iterations and the BES constants (the paper's defaults)."""
 
     population: int = 30
     iterations: int = 100

@@ -11,11 +11,11 @@ batch_args:
   population: 30
   iterations: 100
   seed: 0              # mixed with the batch's pod uids: same batch, same assignment
-  objective: score     # score: Σ S_N (SPEC 5) | z: Z_avg of the cluster after the batch
+  objective: score     # score: Σ S_N (the paper's) | z: Z_avg of the cluster after the batch
   local_search: false  # finish with single-pod moves that lower Σ Z(i)
   resources: [cpu, memory, bandwidth, disk]
   critical_load: 0.8   # or per resource: {cpu: 0.7, memory: 0.9, ...}
-  weights: {mu: {compressible: {cpu: 0.4, ...}, ...}, nu: {...}}   # default: SPEC 5's
+  weights: {mu: {compressible: {cpu: 0.4, ...}, ...}, nu: {...}}   # default: DEFAULT_MU, DEFAULT_NU
 ```
 """
 
@@ -88,7 +88,7 @@ class BatchArgs(BaseModel):
         return [self.critical_load] * len(resources)
 
     def class_weights(self, resources: tuple[str, ...]) -> ClassWeights:
-        """Weights for a batch whose model has `resources`: SPEC 5's defaults, or the configured ones. A
+        """Weights for a batch whose model has `resources`: the model's defaults, or the configured ones. A
         configured resource the cluster lacks is dropped and each row renormalised; a resource the model has
         that the weights do not name (an extended resource a pod requests) weighs 0."""
         if self.weights is None:

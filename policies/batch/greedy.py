@@ -4,7 +4,7 @@ Every function places the pods in order, one at a time, each on the best-scoring
 fits beside everything placed so far (ties: the lowest node index), and returns a node per pod (-1: it fits
 nowhere). Scores are computed for all nodes at once.
 
-- `least_requested` (LRA, seed 003 eq. 1): ((S_cpu − N_cpu)/S_cpu·10 + (S_mem − N_mem)/S_mem·10) / 2, with
+- `least_requested` (LRA, the paper's eq. 1): ((S_cpu − N_cpu)/S_cpu·10 + (S_mem − N_mem)/S_mem·10) / 2, with
   S the node's total and N its requested amount with the pod; cpu and memory only, as Kubernetes did.
 - `balanced_allocation` (BRA, eq. 2): 10 − |N_cpu/S_cpu − N_mem/S_mem|·10.
 - `greedy_score`: the TBESK model's node score S_N (all the model's resources), one pod at a time.

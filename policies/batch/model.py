@@ -1,4 +1,4 @@
-"""The TBESK placement model (SPEC 5, seed 003 section 4): pod classes, node scores, batch fitness, Z_avg.
+"""The TBESK placement model (Geng and Wang 2023, section 4): pod classes, node scores, batch fitness, Z_avg.
 
 A batch problem is arrays only: nodes × resources (capacity, what is requested on them, what they use) and
 pods × resources (requests), plus which nodes each pod may use. Everything below works on whole arrays; the
@@ -86,7 +86,7 @@ DEFAULT_MU: Final[dict[str, tuple[float, float, float, float]]] = {
     "incompressible": (0.1, 0.4, 0.1, 0.4),
     "balanced": (0.25, 0.25, 0.25, 0.25),
 }
-"""μ per class over `RESOURCES` (SPEC 5; the paper does not publish its values)."""
+"""μ per class over `RESOURCES` (eyrie's choice: the paper does not publish its values)."""
 DEFAULT_NU: Final = DEFAULT_MU
 DEFAULT_CRITICAL_LOAD: Final = 0.8
 EXTENDED_WEIGHT: Final = 0.25
@@ -162,8 +162,8 @@ def class_weights(
     mu: Mapping[str, Mapping[str, float] | Sequence[float]] | None = None,
     nu: Mapping[str, Mapping[str, float] | Sequence[float]] | None = None,
 ) -> ClassWeights:
-    """Per-class weights for `resources`: given ones validated (each class's μ and ν sum to 1), else SPEC 5's
-    defaults."""
+    """Per-class weights for `resources`: given ones validated (each class's μ and ν sum to 1), else the
+    defaults (`DEFAULT_MU`, `DEFAULT_NU`)."""
     names = tuple(resources)
     return ClassWeights(
         _weight_rows(mu, DEFAULT_MU, names, "weights.mu"), _weight_rows(nu, DEFAULT_NU, names, "weights.nu")
@@ -425,7 +425,7 @@ class Evaluator:
     """Costs of populations of assignments ((population, pods) node indices, each a candidate of its pod),
     all members at once.
 
-    ``score`` (SPEC 5): fitness Σ S_N, cost −fitness / pods. ``z``: fitness Z_avg of the requests'
+    ``score`` (the paper's): fitness Σ S_N, cost −fitness / pods. ``z``: fitness Z_avg of the requests'
     utilisation after the batch (the paper's evaluation metric), cost Z_avg. Either way an assignment that
     overfills a node costs INFEASIBLE_PENALTY + its overflow more, so it is worse than every feasible one.
 

@@ -1,4 +1,4 @@
-"""Multi-cluster placement by cluster resource models (SPEC 6, seed 004, Karmada).
+"""Multi-cluster placement by cluster resource models, after Karmada's.
 
 Pure and synchronous, like the rest of `policies`: a cluster's incremental resource summary and per-grade
 node counts (`summary`), Karmada's resource models with their validation and grading (`models`), the

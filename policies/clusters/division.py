@@ -1,4 +1,4 @@
-"""Dividing a workload's replicas among clusters (SPEC 6; Karmada's replica scheduling strategies).
+"""Dividing a workload's replicas among clusters (Karmada's replica scheduling strategies).
 
 * ``duplicated``: every cluster runs all the replicas.
 * ``static``: replicas ∝ static weights (clusters not weighted get none; no weights at all: equal).

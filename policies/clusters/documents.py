@@ -1,4 +1,4 @@
-"""``eyrie clusters``' inputs (SPEC 7): CLUSTERS.json with Karmada's field names, REQ.json.
+"""``eyrie clusters``' inputs: CLUSTERS.json with Karmada's field names, REQ.json.
 
 CLUSTERS.json is a list of clusters::
 

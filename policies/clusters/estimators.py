@@ -1,4 +1,4 @@
-"""Replica estimators (SPEC 6): how many replicas of a per-replica request a cluster can still take.
+"""Replica estimators: how many replicas of a per-replica request a cluster can still take.
 
 * ``general`` (Karmada's summary estimate): min(allowed pods, min over requested resources
   ⌊(allocatable − allocated − allocating) / request⌋); a requested resource the cluster lacks, or has none

@@ -1,4 +1,4 @@
-"""Two-level placement (SPEC 6): a workload's replicas are divided among clusters, then each cluster's
+"""Two-level placement: a workload's replicas are divided among clusters, then each cluster's
 share is placed on its nodes by that cluster's own scheduler.
 
 `TwoLevelPlacer` keeps, per cluster, a `ClusterSummary` and a `policies.scheduler.Scheduler` (driven

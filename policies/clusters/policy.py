@@ -1,4 +1,4 @@
-"""How a profile places workloads across clusters (SPEC 6): which estimator, which division strategy.
+"""How a profile places workloads across clusters: which estimator, which division strategy.
 
 Kept free of the scheduling framework's imports, so `policies.framework.profile` can name the type.
 """

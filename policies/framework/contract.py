@@ -1,4 +1,4 @@
-"""The extension points of a scheduling cycle (SPEC 4.1), as small protocols over a columnar snapshot.
+"""The extension points of a kube-scheduler-style cycle, as small protocols over a columnar snapshot.
 
 Filter and Score plugins see *all* candidate nodes at once: ``nodes`` is an int array of snapshot rows,
 and they answer with one numpy array (a boolean mask, or int scores 0..100) for those rows. Reasons are

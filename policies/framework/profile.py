@@ -1,4 +1,4 @@
-"""Profiles: KubeSchedulerConfiguration-style YAML → ready plugin chains (SPEC 4.2).
+"""Profiles: KubeSchedulerConfiguration-style YAML → ready plugin chains.
 
 A profile starts from the built-in default plugin set. Per extension point, ``disabled`` removes defaults
 (``{name: "*"}`` removes all of them) and ``enabled`` adds plugins; a default that is enabled again keeps
@@ -119,9 +119,9 @@ class Profile:
     handle: Handle
     document: dict[str, Any] = field(default_factory=dict)
     batch: BatchConfig | None = None
-    """``mode: batch`` (SPEC 5): queued pods are placed together by BES/TBESK; None → one pod per cycle."""
+    """``mode: batch``: queued pods are placed together by BES/TBESK; None → one pod per cycle."""
     cluster_policy: ClusterPolicy | None = None
-    """Multi-cluster placement (SPEC 6): estimator, division strategy, weights, modeling; None → defaults
+    """Multi-cluster placement: estimator, division strategy, weights, modeling; None → defaults
     (`policies.clusters.cluster_policy_of` reads it)."""
 
     def plugin(self, name: str) -> Any:
@@ -317,7 +317,7 @@ def load_profiles(path: str | Path) -> dict[str, Profile]:
 
 BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
     "default": {"schedulerName": "default"},
-    # Bin packing (seed 002): RequestedToCapacityRatio rising with utilisation, GPUs weighted 3.
+    # Bin packing: RequestedToCapacityRatio rising with utilisation, GPUs weighted 3.
     "binpack": {
         "schedulerName": "binpack",
         "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
@@ -340,7 +340,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
             }
         ],
     },
-    # Trimaran (scheduler-plugins): measured load instead of requests for scoring, and seed 001's load
+    # Trimaran (scheduler-plugins): measured load instead of requests for scoring, and measured-load
     # thresholds as a filter. TaintToleration keeps scoring, as in upstream's Trimaran examples.
     "trimaran": {
         "schedulerName": "trimaran",
@@ -355,7 +355,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
             },
         },
     },
-    # Seed 000: oversell by portraits (requests × OverSellRate as the hard limit, 24-hour caps as the soft
+    # Oversell by portraits (requests × OverSellRate as the hard limit, 24-hour caps as the soft
     # one) and steer each resource's peak hour towards its target.
     "portrait": {
         "schedulerName": "portrait",
@@ -370,7 +370,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
             },
         },
     },
-    # Seed 001's recommendation: global variance at high weight, Trimaran at low weight, and yesterday's
+    # Load balancing: global variance at high weight, Trimaran at low weight, and yesterday's
     # peak as a filter.
     "balanced": {
         "schedulerName": "balanced",
@@ -386,7 +386,7 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
             },
         },
     },
-    # Seed 003: queued pods placed together by TBESK over cpu, memory, bandwidth and disk (SPEC 5); the
+    # Queued pods placed together by TBESK over cpu, memory, bandwidth and disk; the
     # default filters choose each pod's candidates, and a pod the batch cannot place goes one by one.
     "tbesk": {
         "schedulerName": "tbesk",

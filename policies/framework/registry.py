@@ -58,7 +58,7 @@ def registry() -> dict[str, PluginSpec]:
             _spec(noderesources.balanced),
             _spec(tainttoleration),
             _spec(nodeaffinity),
-            _spec(nodeaffinity, "NodeSelector"),  # SPEC's name for the same required-labels check
+            _spec(nodeaffinity, "NodeSelector"),  # the same required-labels check under another name
             _spec(nodeports),
             _spec(nodeunschedulable),
             _spec(queuesort.priority),

@@ -1,4 +1,4 @@
-"""Coscheduling (gang scheduling, SPEC 4.6, after scheduler-plugins): a pod group is placed all together
+"""Coscheduling (gang scheduling, after scheduler-plugins): a pod group is placed all together
 or not at all.
 
 The plugin is a thin adapter over `Manager`, which holds the groups' state:

@@ -1,4 +1,4 @@
-"""LimitSum (seed 001, "maxmemory之和小于总内存的百分比"): the limits of a node's pods, plus the pod's,
+"""LimitSum: the limits of a node's pods, plus the pod's,
 stay within `ratio` × allocatable. A pod without a limit counts its request."""
 
 from __future__ import annotations

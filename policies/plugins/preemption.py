@@ -1,4 +1,4 @@
-"""DefaultPreemption (PostFilter, SPEC 4.7): when a pod fits nowhere, find the node where evicting the
+"""DefaultPreemption (PostFilter): when a pod fits nowhere, find the node where evicting the
 fewest pods of lower priority makes it fit, and evict them.
 
 For each node rejected only by filters that evictions can satisfy, all lower-priority pods are removed

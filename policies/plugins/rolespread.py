@@ -1,4 +1,4 @@
-"""RoleSpread (seed 001, "同集群的master在某个机器上的个数小于总master个数的百分比"): a node may hold at
+"""RoleSpread: a node may hold at
 most ⌈`ratio` × size⌉ of a group's masters, where the size is the masters known so far (this pod included), or
 its pod group's ``min_available`` when larger. Rounding up lets a group that arrives one master at a time
 grow (with floor, the third of four masters on two nodes would fit nowhere), and the first master always

@@ -24,8 +24,8 @@ from schemas.events import BindingResult, DeadLetter, MetricSample
 from schemas.exceptions import EyrieError, InvalidInput
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
+from streams.core.decoders import dead_letter, decode_record, json_arrays
 from streams.core.sequencer import Envelope, Kind, Watermark, encode_envelope, encode_envelopes
-from streams.records import dead_letter, decode_record, json_arrays
 
 __all__ = [
     "CONTROL_HEADER",

@@ -1,4 +1,4 @@
-"""The metrics agent's pure core (SPEC 2): metric samples in, compact summaries for placement out.
+"""The metrics agent's pure core: metric samples in, compact summaries for placement out.
 
 Node-level samples (``pod`` absent) feed the node's sliding windows (cpu, memory, bandwidth) and hourly node
 portrait; pod-level samples feed the portrait of their workload (the pod's name when it has none). Nothing
@@ -23,7 +23,7 @@ Their float values are bit-for-bit identical for identical batches and depend on
 across different cuts they can differ in the last bits, because the stores add partial sums per batch.
 
 Missing portrait cells (an hour in which a metric was never sampled) are None, not (0, 0): a workload cell
-without data must fall back to the pod's request (SPEC 3.2), which a measured zero would hide.
+without data must fall back to the pod's request (AssumePodOnNode's rule), which a measured zero would hide.
 """
 
 from __future__ import annotations

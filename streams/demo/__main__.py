@@ -29,14 +29,14 @@ from schemas.events import Binding, BindingResult
 from schemas.exceptions import EyrieError
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
-from streams.broker import resolved_broker
 from streams.client import EyrieClient, latest_decisions
 from streams.demo.processes import start_role, stop_all
 from streams.demo.report import deleted_uids, render_table, summarize, write_plots
 from streams.demo.workload import generate_gpu_like_log, slice_gpu_trace
-from streams.replay import replay_live
+from streams.local.broker import resolved_broker
+from streams.recording.replay import replay_live
+from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from streams.topics import ensure_topics
 
 FINAL = {"applied", "unschedulable", "rejected"}
 

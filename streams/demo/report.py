@@ -43,7 +43,7 @@ RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 """The resources the report measures, in base units (cpu in millicores, memory in bytes, GPUs in cards)."""
 
 OUTCOMES = ("applied", "unschedulable", "conflict", "rejected", "pending")
-"""Decision statuses (SPEC 7, ``eyrie decisions``), in the order the table and the bar chart show them."""
+"""Decision statuses (those of ``eyrie decisions``), in the order the table and the bar chart show them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ and a prefix of the real trace.
 `generate_gpu_like_log` needs no input files: the node mix, the pod shapes and the pod durations below were
 measured once from ``../shared/traces/alibaba_gpu_v2023`` (alibaba/clusterdata @ 7a6c496e,
 ``cluster-trace-gpu-v2023/csv``) and are hard-coded, so the demo runs where the traces are absent. Nodes and
-pods map to eyrie's models exactly as `streams.traces.alibaba_gpu2023` maps the real rows (same resource
+pods map to eyrie's models exactly as `evaluation.traces.alibaba_gpu2023` maps the real rows (same resource
 names, ``gpu-model`` node label, ``qos`` / ``gpu-milli`` pod labels, limits for Guaranteed pods), so policies
 read the synthetic log and a converted one alike, except that pods here also carry a priority derived from
 their QoS (the converter leaves it 0).
@@ -28,19 +28,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from schemas.events import MetricSample
-from schemas.exceptions import InvalidInput
-from schemas.node import NodeEvent, NodeSpec
-from schemas.pod import PodDeleted, PodRequest
-from schemas.quantity import Resources
-from streams.traces.alibaba_gpu2023 import (
+from evaluation.traces.alibaba_gpu2023 import (
     DEFAULT_PODS,
     GPU_MODEL_LABEL,
     GPU_RESOURCE,
     MAX_PODS_PER_NODE,
     iter_alibaba_gpu2023,
 )
-from streams.traces.common import Report, TraceEvent, write_log
+from evaluation.traces.common import Report, TraceEvent, write_log
+from schemas.events import MetricSample
+from schemas.exceptions import InvalidInput
+from schemas.node import NodeEvent, NodeSpec
+from schemas.pod import PodDeleted, PodRequest
+from schemas.quantity import Resources
 
 __all__ = [
     "NODE_MIX",
@@ -273,7 +273,7 @@ class WorkloadInfo:
     span_seconds: float
 
 
-# --- models, mapped as streams.traces.alibaba_gpu2023 maps trace rows ----------------------------------
+# --- models, mapped as evaluation.traces.alibaba_gpu2023 maps trace rows ----------------------------------
 
 
 def _node_spec(name: str, kind: NodeType) -> NodeSpec:
@@ -533,7 +533,7 @@ def slice_gpu_trace(
 ) -> WorkloadInfo:
     """Write the real trace's first `pods` pod requests (in creation order), their deletions and its nodes
     (all, or `nodes` of them evenly spaced over the node list) to `path`, through the converter
-    `streams.traces.alibaba_gpu2023`. Times are the trace's own: the span can be months (see the module
+    `evaluation.traces.alibaba_gpu2023`. Times are the trace's own: the span can be months (see the module
     docstring). `pod_list` picks ``openb_pod_list_<pod_list>.csv``.
     """
     _check_count(pods, "pods")

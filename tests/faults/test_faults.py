@@ -1,4 +1,4 @@
-"""Faults while a 20,000-pod log replays through a real broker, worker and applier (issue 7).
+"""Faults while a 20,000-pod log replays through a real broker, worker and applier.
 
 Each case injects one fault mid-replay; afterwards every pod must have exactly one final decision (applied
 or unschedulable), no node may ever have held more than its allocatable in the applier's ledger (walked
@@ -30,10 +30,10 @@ from schemas.eventlog import read_events
 from schemas.events import Binding, BindingResult
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
-from streams.broker import LocalBroker, free_ports
 from streams.client import EyrieClient, latest_decisions
 from streams.demo.workload import NODE_SECONDS_PER_ARRIVAL, generate_gpu_like_log
-from streams.replay import OfflineResult, replay_live, replay_offline
+from streams.local.broker import LocalBroker, free_ports
+from streams.recording.replay import OfflineResult, replay_live, replay_offline
 from streams.settings import Settings
 from tests.faults.table import FaultRow, record_row
 from tests.streams.test_pipeline import Pipeline, start_pipeline

@@ -17,11 +17,12 @@ import orjson
 from schemas.events import Binding, BindingResult, DeadLetter, MetricSample
 from schemas.exceptions import InvalidInput
 from schemas.pod import PodDeleted
+from streams.core.decoders import decode_record, decode_records
 from streams.core.ingress import envelope_from_model, envelope_from_record, future_error, pack_envelopes
 from streams.core.ledger import Ledger
 from streams.core.metrics import MetricsCore, NodeSummary
-from streams.core.sequencer import Envelope, Kind, Output, Refused, Release, Shard, decode_envelopes
-from streams.records import decode_record, decode_records
+from streams.core.sequencer import Envelope, Kind, decode_envelopes
+from streams.core.shard import Output, Refused, Release, Shard
 from tests.fuzz.corpus import TOPICS, Fate, Hostile
 
 __all__ = ["Outcome", "Where", "problems", "refused_node", "run_in_process"]

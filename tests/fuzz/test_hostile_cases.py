@@ -16,7 +16,7 @@ from schemas.events import Binding, DeadLetter, MetricSample
 from schemas.node import NodeSpec
 from schemas.pod import PodRequest
 from schemas.quantity import Resources
-from streams.agents.common import send_envelopes
+from streams.core.decoders import LETTERS_PER_RECORD, decode_record, decode_records
 from streams.core.ingress import (
     CONTROL_HEADER,
     WATERMARK_CONTROL,
@@ -31,7 +31,7 @@ from streams.core.ingress import (
 from streams.core.ledger import Ledger
 from streams.core.metrics import MetricsCore, NodeSummary
 from streams.core.sequencer import Envelope, Kind, decode_envelopes
-from streams.records import LETTERS_PER_RECORD, decode_record, decode_records
+from streams.runtime.agents.common import send_envelopes
 from streams.settings import load_settings
 from tests.fuzz.corpus import nested
 
@@ -345,8 +345,8 @@ def test_a_binding_for_a_pod_nobody_placed_is_booked_on_a_node_with_room() -> No
 
 
 class RefusingProducer:
-    """Faust's producer as far as `streams.agents.common.send` uses it: it refuses a record over the limit by
-    raising, as aiokafka does (Faust wraps that in ProducerSendError, which stops the agent)."""
+    """Faust's producer as far as `streams.runtime.agents.common.send` uses it: it refuses a record over the
+    limit by raising, as aiokafka does (Faust wraps that in ProducerSendError, which stops the agent)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit

@@ -22,10 +22,10 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from schemas.events import BindingResult, DeadLetter
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
-from streams.broker import free_ports
 from streams.client import EyrieClient
 from streams.demo.processes import resident_bytes
-from streams.security import client_security, producer_limits
+from streams.local.broker import free_ports
+from streams.runtime.security import client_security, producer_limits
 from streams.settings import Settings
 from tests.fuzz.corpus import TOPICS, Fate, Hostile, corpus
 from tests.fuzz.fates import Outcome, Where, problems, refused_node

@@ -18,11 +18,12 @@ from schemas.exceptions import InvalidInput
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodDeleted, PodRequest
 from schemas.quantity import Resources
+from streams.core.decoders import Decoded, decode_record, decode_records
 from streams.core.ingress import CONTROL_HEADER, SEQ_HEADER, TS_HEADER, envelope_from_record, pack_envelopes
 from streams.core.ledger import Ledger
 from streams.core.metrics import MetricsCore, NodeSummary, Summary, WorkloadSummary
-from streams.core.sequencer import Envelope, Kind, Shard, decode_envelopes
-from streams.records import Decoded, decode_record, decode_records
+from streams.core.sequencer import Envelope, Kind, decode_envelopes
+from streams.core.shard import Shard
 from tests.streams.test_ledger import Model, check_invariants, run_step
 
 NOW = 1_750_000_000.0

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from streams.broker import free_port
-from streams.kube.controlplane import (
+from streams.local.broker import free_port
+from streams.local.controlplane import (
     KUBERNETES_VERSION,
     ClusterAccess,
     build_binaries,

@@ -1,4 +1,4 @@
-"""`eyrie explain` as SPEC 7 specifies it: inputs, the output keys, one-line errors naming file and field."""
+"""`eyrie explain` as docs/cli.md describes it: inputs, output keys, one-line errors naming file and field."""
 
 import json
 
@@ -45,7 +45,7 @@ def explain(tmp_path, nodes=None, pod=None, profile=None, *extra):
     return run_module("streams.cli", "explain", *args, timeout=60)
 
 
-def test_explain_prints_the_spec_7_object_for_seed_001(tmp_path):
+def test_explain_prints_the_documented_object_for_the_three_machine_example(tmp_path):
     result = explain(tmp_path)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)

@@ -1,4 +1,4 @@
-"""Load-aware and portrait plugins (SPEC 4.4, 4.5) against hand-computed expectations, through one dry
+"""Load-aware and portrait plugins against hand-computed expectations, through one dry
 cycle (`Scheduler.explain`) on node states as `eyrie explain` reads them."""
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def window(cpu: float, cpu_std: float = 0.0, **more: tuple[float, float]) -> dic
 
 CASES = [
     Case(
-        "TargetLoadPacking gives seed 001's example: X = 50, 4-core nodes using 1, 2, 3 cores → 75, 100, 25.",
+        "TargetLoadPacking gives the worked example: X = 50, 4-core nodes using 1, 2, 3 cores → 75, 100, 25.",
         "TargetLoadPacking",
         "score",
         [node(f"n{i}", window=window(float(i))) for i in (1, 2, 3)],
@@ -585,8 +585,9 @@ def test_a_pod_with_the_same_load_every_hour_keeps_the_first_peak_hour_after_rou
 
 
 def _bounds_row_by_row(usage: NodeUsage) -> list[list[list[float]]]:
-    """cap_max, peak, below_peak and peak_var derived from base μ and σ² one row at a time, as SPEC 3.2 puts
-    them: the reference for the bounds `NodeUsage` derives for all stale rows at once, when first read."""
+    """cap_max, peak, below_peak and peak_var derived from base μ and σ² one row at a time, from
+    AssumePodOnNode's sums (μ_N + μ_W, σ²_N + σ²_W): the reference for the bounds `NodeUsage` derives for all
+    stale rows at once, when first read."""
     rows: list[list[list[float]]] = []
     hour_index = np.arange(HOURS)[:, None]
     for row in range(len(usage.base_mean)):

@@ -1,4 +1,4 @@
-"""NodeResourcesFit and BalancedAllocation against SPEC 8's numbers and kube-scheduler's integer rules."""
+"""NodeResourcesFit and BalancedAllocation against hand-worked numbers and kube-scheduler's integer rules."""
 
 import numpy as np
 import pytest
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from policies.plugins.noderesources.fit import broken_linear
 from tests.policies.builders import GI, node, place, pod, profile, scheduler
 
-SEED_001_NODES = [
+THREE_MACHINES = [
     node(f"m{i}", cpu=64, memory="64Gi", pods=110, pod_requests=[pod(f"base{i}", cpu=c, memory=f"{m}Gi")])
     for i, (c, m) in enumerate([(50, 10), (30, 30), (10, 50)], start=1)
 ]
@@ -18,19 +18,19 @@ def scores_of(s, p, plugin):
     return s.explain(p).scores[plugin]
 
 
-def test_seed_001_first_pod_scores_as_kubernetes_does_and_goes_to_machine_2():
-    s = scheduler(SEED_001_NODES)
+def test_the_first_pod_on_three_machines_scores_as_kubernetes_does_and_goes_to_machine_2():
+    s = scheduler(THREE_MACHINES)
     first = pod("p1", cpu=2, memory="10Gi")
     explanation = s.explain(first)
-    # The seed's float formula gives 43.75 everywhere; Kubernetes' integer truncation gives 43.
+    # The formula in floats gives 43.75 everywhere; Kubernetes' integer truncation gives 43.
     assert explanation.scores["NodeResourcesFit"] == {"m1": 43, "m2": 43, "m3": 43}
-    # 75, 93.75 and 62.5 (the seed's 25 is an arithmetic slip), truncated.
+    # 75, 93.75 and 62.5, truncated.
     assert explanation.scores["NodeResourcesBalancedAllocation"] == {"m1": 75, "m2": 93, "m3": 62}
     assert explanation.selected == "m2"
 
 
-def test_seed_001_second_pod_sees_the_first_and_also_goes_to_machine_2():
-    s = scheduler(SEED_001_NODES)
+def test_the_second_pod_on_three_machines_sees_the_first_and_also_goes_to_machine_2():
+    s = scheduler(THREE_MACHINES)
     assert place(s, pod("p1", cpu=2, memory="10Gi")) == {"p1": "m2"}
     second = pod("p2", cpu=5, memory="5Gi")
     explanation = s.explain(second)
@@ -55,13 +55,13 @@ def rtcr(shape, resources=None):
     )
 
 
-def test_requested_to_capacity_ratio_scores_the_spec_example_38():
+def test_requested_to_capacity_ratio_scores_the_worked_example_38():
     s = scheduler([node("n", cpu=4, memory=10000)], rtcr([(0, 10), (100, 0)]))
     # cpu 75 % → 25, memory 50 % → 50; (25 + 50) / 2 = 37.5 rounds half away from zero to 38.
     assert scores_of(s, pod("p", cpu=3, memory=5000, scheduler_name="test"), "NodeResourcesFit") == {"n": 38}
 
 
-def test_balanced_allocation_scores_the_spec_example_87():
+def test_balanced_allocation_scores_the_worked_example_87():
     s = scheduler([node("n", cpu=4, memory=10000)])
     assert scores_of(s, pod("p", cpu=3, memory=5000), "NodeResourcesBalancedAllocation") == {"n": 87}
 

@@ -1,7 +1,7 @@
 """Upstream scheduler-plugins Trimaran expectations replayed through ``eyrie explain``.
 
 Each case in ``vectors/upstream_trimaran.json`` is a TargetLoadPacking or LoadVariationRiskBalancing
-table-test entry from kubernetes-sigs/scheduler-plugins, the seed's TargetLoadPacking example, or a case
+table-test entry from kubernetes-sigs/scheduler-plugins, a worked TargetLoadPacking example, or a case
 derived from upstream's Score functions (``upstream_test`` says which). ``vectors/UPSTREAM_NOTES.md`` gives
 the sources, how upstream's percentages become window values, and the cases left out. The plugin's scores
 must equal upstream's.

@@ -1,7 +1,8 @@
-"""The README's example inputs are valid: every ```json and ```yaml block is checked against the JSON Schemas
-that `eyrie schema export` writes and against the loader that reads such a file (`load_documents` for what
-`eyrie publish` sends, the profile loader, the clusters loader). And the exported schemas accept what the
-models accept, the ``requests`` shorthand of a pod among it."""
+"""The documentation's example inputs are valid: every ```json and ```yaml block of the README and of the
+pages that show inputs is checked against the JSON Schemas that `eyrie schema export` writes and against the
+loader that reads such a file (`load_documents` for what `eyrie publish` sends, the profile loader, the
+clusters loader, the node-state loader of `eyrie explain`, the settings loader). And the exported schemas
+accept what the models accept, the ``requests`` shorthand of a pod among it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from policies.clusters.documents import load_clusters
+from policies.explain import load_node_states
 from policies.framework.profile import load_profiles
 from schemas.documents import classify, load_documents
 from schemas.exceptions import InvalidInput
@@ -23,13 +25,25 @@ from schemas.pod import PodRequest
 from streams.settings import Settings, load_settings
 from tests.commands import REPO, run_module
 
-README = (REPO / "README.md").read_text(encoding="utf-8")
+PAGES = ("README.md", "docs/examples.md", "docs/profiles.md", "docs/configuration.md")
+"""Where the examples are kept: docs/examples.md has one of every kind."""
+TEXTS = {page: (REPO / page).read_text(encoding="utf-8") for page in PAGES}
 BLOCKS = [
-    (match["language"], match["body"])
-    for match in re.finditer(r"^```(?P<language>json|yaml)\n(?P<body>.*?)^```$", README, re.M | re.S)
+    (page, match["language"], match["body"])
+    for page, text in TEXTS.items()
+    for match in re.finditer(r"^```(?P<language>json|yaml)\n(?P<body>.*?)^```$", text, re.M | re.S)
 ]
 SETTINGS = {*Settings.model_fields, "sasl_password_file"}
-EVERY_KIND = {"PodRequest", "PodDeleted", "NodeEvent", "MetricSample", "profile", "clusters"}
+EVERY_KIND = {
+    "PodRequest",
+    "PodDeleted",
+    "NodeEvent",
+    "MetricSample",
+    "profile",
+    "clusters",
+    "nodes",
+    "settings",
+}
 
 # ------------------------------------------------------------------------------------------- builders
 
@@ -42,8 +56,9 @@ def parse(language: str, body: str) -> list[Any]:
 
 
 def kind_of(document: Any) -> str:
-    """Which loader reads this document: a clusters file, a scheduler profile, a settings file, or what
-    `eyrie publish` sends (a Kubernetes manifest, or a wire model, which `load_documents` tells apart)."""
+    """Which loader reads this document: a clusters file, node states, a scheduler profile, a settings file,
+    or what `eyrie publish` sends (a Kubernetes manifest, or a wire model, which `load_documents` tells
+    apart)."""
     if (
         isinstance(document, list)
         and document
@@ -53,6 +68,12 @@ def kind_of(document: Any) -> str:
         )
     ):
         return "clusters"
+    if (
+        isinstance(document, list)
+        and document
+        and all(isinstance(item, dict) and "name" in item and "capacity" in item for item in document)
+    ):
+        return "nodes"
     if isinstance(document, dict) and ("schedulerName" in document or "profiles" in document):
         return "profile"
     if isinstance(document, dict) and document and set(document) <= SETTINGS:
@@ -89,18 +110,18 @@ def schema_errors(validator: jsonschema.Draft202012Validator, value: Any) -> lis
     ]
 
 
-def readme_inputs() -> list[tuple[str, Any]]:
+def example_inputs() -> list[tuple[str, Any]]:
     """(kind, raw document) of every example: the model's name for what `eyrie publish` sends, as
     `schemas.documents.classify` tells it, else the loader's kind."""
     found = []
-    for language, body in BLOCKS:
+    for _, language, body in BLOCKS:
         for document in parse(language, body):
             kind = kind_of(document)
             if kind != "publish":
                 found.append((kind, document))
                 continue
             for value in wire_values(document):
-                (loaded,) = classify(value, "README")
+                (loaded,) = classify(value, "example")
                 found.append((type(loaded.value).__name__, value))
     return found
 
@@ -108,20 +129,23 @@ def readme_inputs() -> list[tuple[str, Any]]:
 # ---------------------------------------------------------------------------------------------- cases
 
 
-def test_the_readme_shows_an_example_of_every_kind_of_input():
-    inputs = readme_inputs()
+def test_the_docs_show_an_example_of_every_kind_of_input():
+    inputs = example_inputs()
     kinds = {kind for kind, _ in inputs}
-    assert kinds >= EVERY_KIND, f"no README example of {sorted(EVERY_KIND - kinds)}"
+    assert kinds >= EVERY_KIND, f"no example of {sorted(EVERY_KIND - kinds)}"
     # A pod example uses the requests shorthand, which the exported schema must accept too.
     assert any(kind == "PodRequest" and "requests" in raw for kind, raw in inputs), inputs
 
 
 @pytest.mark.parametrize(
-    ("language", "body"),
+    ("page", "language", "body"),
     BLOCKS,
-    ids=[f"README example {index + 1} ({language}) is valid." for index, (language, _) in enumerate(BLOCKS)],
+    ids=[
+        f"{page} example {index + 1} ({language}) is valid."
+        for index, (page, language, _) in enumerate(BLOCKS)
+    ],
 )
-def test_every_readme_example_passes_its_schema_and_its_loader(language, body, exported, tmp_path):
+def test_every_example_passes_its_schema_and_its_loader(page, language, body, exported, tmp_path):
     path = tmp_path / f"example.{language}"
     path.write_text(body, encoding="utf-8")
     for document in parse(language, body):
@@ -129,6 +153,8 @@ def test_every_readme_example_passes_its_schema_and_its_loader(language, body, e
         if kind == "clusters":
             clusters = load_clusters(path)
             assert [cluster.name for cluster in clusters] == [item["name"] for item in document]
+        elif kind == "nodes":
+            assert [state.name for state in load_node_states(path)] == [item["name"] for item in document]
         elif kind == "profile":
             profiles = load_profiles(path)
             assert profiles and all(profile.name for profile in profiles.values())
@@ -182,7 +208,8 @@ def test_the_exported_pod_request_schema_accepts_what_the_model_accepts(case, do
     assert (model_accepts, schema_accepts) == (valid, valid), case
 
 
-def test_the_examples_are_found_where_the_readme_keeps_them():
+@pytest.mark.parametrize("page", PAGES)
+def test_the_examples_are_found_where_the_docs_keep_them(page):
     # A guard for the extraction itself: a fence it misses would leave its example unchecked.
-    fences = re.findall(r"^```(json|yaml)$", README, re.M)
-    assert len(fences) == len(BLOCKS) > 0
+    fences = re.findall(r"^```(json|yaml)$", TEXTS[page], re.M)
+    assert len(fences) == sum(1 for where, _, _ in BLOCKS if where == page) > 0

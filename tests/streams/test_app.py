@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.app import _Worker, create_app
-from streams.logs import configure_logging
+from streams.faust_overrides.worker import EyrieWorker
+from streams.runtime.app import create_app
+from streams.runtime.logs import configure_logging
 from streams.settings import load_settings
 
 # ------------------------------------------------------------------------------------------- builders
@@ -36,7 +37,7 @@ def test_a_worker_keeps_eyries_log_handler_and_builds_no_debug_records(
 ) -> None:
     handler = configure_logging(level=logging.INFO)
     app = create_app(load_settings(env={}, data_dir=str(tmp_path)), "worker")
-    worker = _Worker(app, quiet=True)
+    worker = EyrieWorker(app, quiet=True)
     # Faust's worker replaced the root logger's handlers with its own on start (coloured text, stdout
     # redirected into the log), so `--log-format json` did not hold for its lines.
     assert worker.override_logging is False

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from schemas.events import BindingResult, BindingStatus
-from streams.agents.applier import ForPlacement
-from streams.app import create_app
 from streams.core.ingress import envelope_from_model
 from streams.core.sequencer import Envelope, decode_envelopes
+from streams.runtime.agents.applier import ForPlacement
+from streams.runtime.app import create_app
 from streams.settings import Settings, load_settings
 
 # ------------------------------------------------------------------------------------------- builders
@@ -24,7 +24,7 @@ LINGER_S = 0.05
 
 
 class RecordingProducer:
-    """Stands in for the app's Kafka producer: keeps what `streams.agents.common.send` hands it."""
+    """Stands in for the app's Kafka producer: keeps what `streams.runtime.agents.common.send` hands it."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, int | None, bytes]] = []

@@ -1,5 +1,5 @@
-"""`streams.batching.take_batches`, through Faust's own agent test context (an in-memory channel, no
-broker). The agents run it against Kafka in every pipeline test."""
+"""`streams.faust_overrides.batching.take_batches`, through Faust's own agent test context (an in-memory
+channel, no broker). The agents run it against Kafka in every pipeline test."""
 
 from __future__ import annotations
 
@@ -11,21 +11,22 @@ from typing import Any
 import faust
 import pytest
 
-import streams.batching
-from streams.batching import take_batches
+import streams.faust_overrides.batching
+from streams.faust_overrides.batching import take_batches
 
 # ------------------------------------------------------------------------------------------ builders
 
 _apps = itertools.count()
 QUIET_S = 0.02
-"""A lull long enough to measure on a loaded machine (`streams.batching.QUIET_S` is 0: one loop turn)."""
+"""A lull long enough to measure on a loaded machine (`streams.faust_overrides.batching.QUIET_S` is 0: one
+loop turn)."""
 WINDOW = 0.3
 WITHIN = 0.05
 
 
 @pytest.fixture(autouse=True)
 def wider_lull(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(streams.batching, "QUIET_S", QUIET_S)
+    monkeypatch.setattr(streams.faust_overrides.batching, "QUIET_S", QUIET_S)
 
 
 def batching_agent(max_: int, within: float = WITHIN) -> tuple[Any, list[tuple[list[Any], float]]]:
@@ -70,7 +71,7 @@ def test_full_batches_are_handed_over_at_once_and_a_lone_record_after_the_lull_n
 def test_with_the_production_lull_of_one_loop_turn_a_burst_is_one_batch_and_a_lone_record_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    monkeypatch.setattr(streams.batching, "QUIET_S", 0.0)
+    monkeypatch.setattr(streams.faust_overrides.batching, "QUIET_S", 0.0)
     agent, batches = batching_agent(max_=1000, within=WINDOW)
 
     async def scenario() -> None:
@@ -180,7 +181,7 @@ def test_a_breather_gives_the_loop_a_turn_only_once_its_interval_has_passed(
     case: str, every: float, step: float, steps: int, turns_expected: bool
 ) -> None:
     async def scenario() -> tuple[int, list[float], float]:
-        breathe = streams.batching.Breather(every)
+        breathe = streams.faust_overrides.batching.Breather(every)
         waits: list[float] = []
         turns = 0
 

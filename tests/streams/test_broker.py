@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-import streams.broker
+import streams.local.broker
 from schemas.exceptions import BrokerError
-from streams.broker import (
+from streams.local.broker import (
     COMPILER_NICE,
     COMPILER_THREAD_NAMES,
     KAFKA_VERSION,
@@ -44,7 +44,7 @@ POM = REPO / "streams" / "kafka" / "pom.xml"
 def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 90.0
 ) -> subprocess.CompletedProcess[str]:
-    return run_module("streams.cli_broker", *args, env=env, timeout=timeout)
+    return run_module("streams.cli.broker", *args, env=env, timeout=timeout)
 
 
 def one_line(text: str) -> str:
@@ -294,7 +294,7 @@ def test_describe_resolution_without_the_env_var_returns_quickly_even_with_no_do
 ) -> None:
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
     # The session's broker is live inside resolved_broker, and describe_resolution names a live one first.
-    monkeypatch.setattr(streams.broker, "_active", [])
+    monkeypatch.setattr(streams.local.broker, "_active", [])
     started = time.monotonic()
 
     description = describe_resolution()

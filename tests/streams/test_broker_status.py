@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from streams.broker import DEFAULT_PORT, free_port, probe_port, resolved_broker
+from streams.local.broker import DEFAULT_PORT, free_port, probe_port, resolved_broker
 from tests.commands import run_module
 
 # ------------------------------------------------------------------------------------------- builders

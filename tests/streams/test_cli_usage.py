@@ -34,7 +34,8 @@ def test_help_still_exits_0() -> None:
 
 
 def test_the_vendored_click_errors_are_the_ones_typer_raises() -> None:
-    """Canary for the one private import in streams/cli.py: a typer upgrade that moves Click fails here."""
+    """Canary for the one private import in streams/cli/main.py: a typer upgrade that moves Click fails
+    here."""
     assert issubclass(typer.BadParameter, click_errors.UsageError)
     assert issubclass(click_errors.UsageError, click_errors.ClickException)
     assert issubclass(click_errors.NoArgsIsHelpError, click_errors.UsageError)

@@ -30,9 +30,9 @@ import pytest
 import typer
 import yaml
 
-from streams.app import create_app
-from streams.broker import free_port
 from streams.cli import app as cli_app
+from streams.local.broker import free_port
+from streams.runtime.app import create_app
 from streams.settings import Settings, load_settings
 from tests.commands import REPO, run_module
 

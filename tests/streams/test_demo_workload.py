@@ -12,6 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
+from evaluation.traces.alibaba_gpu2023 import iter_alibaba_gpu2023
+from evaluation.traces.common import Report
 from schemas.codec import decode_topic_value
 from schemas.eventlog import LogEvent, read_events
 from schemas.events import MetricSample
@@ -26,8 +28,6 @@ from streams.demo.workload import (
     generate_gpu_like_log,
     slice_gpu_trace,
 )
-from streams.traces.alibaba_gpu2023 import iter_alibaba_gpu2023
-from streams.traces.common import Report
 from tests.paths import ALIBABA_GPU_2023
 
 GPU = "nvidia.com/gpu"

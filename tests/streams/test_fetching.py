@@ -15,8 +15,8 @@ import faust
 import pytest
 from aiokafka import TopicPartition
 
-from streams.app import create_app
-from streams.fetching import _start, _StreamHold
+from streams.faust_overrides.fetching import _start, _StreamHold
+from streams.runtime.app import create_app
 from streams.settings import load_settings
 from tests.topics import topic_with
 
@@ -141,7 +141,8 @@ def test_the_worker_consumer_takes_its_fetch_wait_from_the_settings(
 
 
 def test_a_plain_faust_worker_would_wait_1500_ms(tmp_path: Path) -> None:
-    """What `streams.fetching` replaces: if Faust ever takes a setting for this, this test says so."""
+    """What `streams.faust_overrides.fetching` replaces: if Faust ever takes a setting for this, this test
+    says so."""
 
     async def build() -> int:
         app = faust.App("fetching-plain", broker="kafka://127.0.0.1:9092", datadir=str(tmp_path), env={})

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from schemas.exceptions import InvalidInput
-from streams.broker import LocalBroker, free_ports
-from streams.logs import (
+from streams.local.broker import LocalBroker, free_ports
+from streams.runtime.logs import (
     JsonFormatter,
     LevelFilter,
     RepeatFilter,
@@ -271,7 +271,7 @@ LEVEL_CASES = [
     ("eyrie's own info passes a service's default", "eyrie.worker", INFO, "ready", INFO, WARNING, INFO),
     (
         "a module of streams is eyrie's own",
-        "streams.agents.placement",
+        "streams.runtime.agents.placement",
         INFO,
         "shard rebuilt",
         INFO,
@@ -366,7 +366,7 @@ def test_a_one_shot_command_logs_nothing_but_kafka_errors_still_reach_their_expl
             caught.append(record.getMessage())
 
     catch = Catch(logging.WARNING)
-    logging.getLogger("aiokafka").addHandler(catch)  # as streams.security.kafka_errors does
+    logging.getLogger("aiokafka").addHandler(catch)  # as streams.runtime.security.kafka_errors does
     try:
         logging.getLogger("aiokafka").error("Unable connect to node with id %s: %s", 1, "refused")
         logging.getLogger("eyrie.worker").error("failed")

@@ -276,7 +276,8 @@ def test_the_same_samples_twice_give_identical_summaries() -> None:
 
 
 def reference_summaries(samples: list[MetricSample], *, window: float, buckets: int) -> list[tuple[Any, ...]]:
-    """SPEC 2 sample by sample, in plain Python: (node, clock, window, window_end, portrait sent) per node
+    """The metrics agent's forwarding rule (a summary every 10 s, or at once when a window mean moves by more
+    than 5 %) sample by sample, in plain Python: (node, clock, window, window_end, portrait sent) per node
     summary. The sliding window is the list of samples whose bucket is within `buckets` of the newest."""
     width = window / buckets
     state: dict[str, dict[str, Any]] = {}
@@ -320,7 +321,7 @@ def reference_summaries(samples: list[MetricSample], *, window: float, buckets: 
 
 
 @pytest.mark.parametrize("batch", [1, 17, 500, 1500], ids=lambda b: f"batches of {b}")
-def test_batched_ingest_sends_what_the_spec_sends_sample_by_sample(batch: int) -> None:
+def test_batched_ingest_sends_what_the_reference_sends_sample_by_sample(batch: int) -> None:
     samples = random_stream(1500, nodes=4, seed=11, late=0.2)
     expected = reference_summaries(samples, window=600.0, buckets=10)
     core = MetricsCore(window=600.0, buckets=10, portrait_interval=120.0)

@@ -13,9 +13,9 @@ import pytest
 
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
-from streams.broker import free_ports
 from streams.client import EyrieClient
-from streams.observability import Observability, consumer_lag
+from streams.local.broker import free_ports
+from streams.runtime.observability import Observability, consumer_lag
 from tests.streams.test_pipeline import Pipeline, start_pipeline, wait_for
 
 TP = namedtuple("TP", "topic partition")
@@ -66,7 +66,7 @@ def test_consumer_lag_is_the_end_offset_minus_the_next_offset_to_read(read, end,
     assert consumer_lag(read, end) == expected
 
 
-def test_every_metric_the_issue_names_is_exposed_before_anything_happened():
+def test_every_documented_metric_is_exposed_before_anything_happened():
     text = Observability().exposition().decode()
     for name in (
         "eyrie_scheduling_attempt_duration_seconds",

@@ -25,11 +25,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from schemas.events import Binding, BindingResult, DeadLetter
 from schemas.node import NodeEvent, NodeSpec, Taint
 from schemas.pod import PodDeleted, PodGroup, PodRequest, Toleration
-from streams.app import app_id
 from streams.client import EyrieClient, latest_decisions
 from streams.demo.processes import start_role
 from streams.demo.workload import generate_gpu_like_log, slice_gpu_trace
-from streams.replay import replay_live, replay_offline
+from streams.recording.replay import replay_live, replay_offline
+from streams.runtime.app import app_id
 from streams.settings import Settings, load_settings
 from tests.paths import ALIBABA_GPU_2023
 
@@ -107,7 +107,7 @@ def start_pipeline(bootstrap: str, workdir: Path, web_ports: dict[str, int] | No
 
 
 async def _ensure(settings: Settings) -> None:
-    from streams.topics import ensure_topics
+    from streams.runtime.topics import ensure_topics
 
     await ensure_topics(settings)
 
@@ -257,8 +257,9 @@ async def changelog(settings: Settings, table: str) -> dict[bytes, tuple[int, by
 def test_the_ledger_changelog_holds_every_applied_pod_with_its_node_in_the_partition_of_its_key(
     pipeline: Pipeline, replayed: dict[str, Any]
 ) -> None:
-    # The applier sends its tables' changelog records itself, one per key and batch (common._KeyPartitioned
-    # Table): what a restarted applier recovers is what this reads.
+    # The applier sends its tables' changelog records itself, one per key and batch
+    # (`streams.faust_overrides.tables.KeyPartitionedTable`): what a restarted applier recovers is what
+    # this reads.
     import zlib
 
     import orjson
@@ -481,7 +482,7 @@ def test_a_recorded_log_holds_every_replayed_event_once_and_replays_offline(
     pipeline: Pipeline, replayed: dict[str, Any], tmp_path: Path
 ) -> None:
     from schemas.eventlog import EventLogWriter, read_events
-    from streams.record import record_topics
+    from streams.recording.record import record_topics
 
     async def record() -> int:
         async with EyrieClient(pipeline.settings, create_topics=False) as client:

@@ -35,10 +35,11 @@ from schemas.pod import PodDeleted, PodRequest
 from streams.client import DELETED_BY_OWNER, RELEASED, Deletion, EyrieClient, latest_decisions
 from streams.core.ledger import Ledger
 from streams.core.metrics import MetricsCore
-from streams.core.sequencer import Envelope, Kind, Output, Release, Shard, Watermark, encode_envelopes
+from streams.core.sequencer import Envelope, Kind, Watermark, encode_envelopes
+from streams.core.shard import Output, Release, Shard
 from streams.demo.processes import start_role, stop_all
-from streams.record import Admissions, placement_line
-from streams.replay import replay_offline
+from streams.recording.record import Admissions, placement_line
+from streams.recording.replay import replay_offline
 from streams.settings import Settings, load_settings
 from tests.commands import REPO, run_module
 
@@ -489,7 +490,7 @@ def live_pipeline(kafka_bootstrap: str, tmp_path: Path) -> Iterator[dict[str, st
 
 
 async def _ensure(settings: Settings) -> None:
-    from streams.topics import ensure_topics
+    from streams.runtime.topics import ensure_topics
 
     await ensure_topics(settings)
 

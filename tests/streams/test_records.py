@@ -1,4 +1,4 @@
-"""Raw records → models or dead letters (`streams.records`), batched metric records included."""
+"""Raw records → models or dead letters (`streams.core.decoders`), batched metric records included."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from schemas.codec import encode
 from schemas.events import MetricSample
-from streams.records import decode_record, decode_records, json_arrays
+from streams.core.decoders import decode_record, decode_records, json_arrays
 
 
 def sample(node: str, ts: float = 1.0, cpu: float = 0.5) -> MetricSample:

@@ -26,10 +26,10 @@ from aiokafka import AIOKafkaConsumer
 from schemas.eventlog import EventLogWriter
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
-from streams.broker import free_ports
 from streams.client import EyrieClient
+from streams.local.broker import free_ports
+from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from streams.topics import ensure_topics
 from tests.commands import REPO
 from tests.streams.test_observability import scrape, wait_answering
 from tests.streams.test_pipeline import Pipeline

@@ -17,8 +17,6 @@ from streams.core.ingress import CONTROL_HEADER, WATERMARK_CONTROL, envelope_fro
 from streams.core.sequencer import (
     Envelope,
     Kind,
-    Output,
-    Shard,
     Watermark,
     decode_envelope,
     decode_envelopes,
@@ -26,6 +24,7 @@ from streams.core.sequencer import (
     encode_envelopes,
     tick_envelope,
 )
+from streams.core.shard import Output, Shard
 
 # ------------------------------------------------------------------------------------------- builders
 

@@ -30,10 +30,10 @@ from typer.testing import CliRunner
 
 from schemas.exceptions import BrokerError, ConfigError, InvalidInput
 from schemas.pod import PodRequest
-from streams.broker import HOST, LocalBroker, free_ports
 from streams.client import EyrieClient
 from streams.demo.processes import start_role, stop_all
-from streams.security import (
+from streams.local.broker import HOST, LocalBroker, free_ports
+from streams.runtime.security import (
     client_security,
     consumer_limits,
     describe_failure,
@@ -41,8 +41,8 @@ from streams.security import (
     producer_limits,
     ssl_context,
 )
+from streams.runtime.topics import topic_specs
 from streams.settings import Settings, load_settings
-from streams.topics import topic_specs
 from tests.commands import run_module
 
 REPO = Path(__file__).resolve().parents[2]
@@ -304,7 +304,7 @@ def test_no_module_imports_pickle_or_asks_faust_for_it(package):
 
 @pytest.mark.parametrize("role", ["worker", "applier"])
 def test_every_faust_topic_table_and_default_codec_is_raw_bytes(tmp_path, monkeypatch, role):
-    from streams.app import create_app
+    from streams.runtime.app import create_app
 
     # Faust reads its default codecs from the environment too; an explicit setting must win.
     monkeypatch.setenv("APP_VALUE_SERIALIZER", "pickle")
@@ -390,7 +390,7 @@ def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured
         "--sasl-password-file",
         password_file,
     ]
-    started = run_module("streams.cli_broker", *command, timeout=600)
+    started = run_module("streams.cli.broker", *command, timeout=600)
     broker = LocalBroker(
         port, directory / "data", controller, sasl_ssl_port=sasl_ssl, sasl_users={"alice": ALICE}
     )

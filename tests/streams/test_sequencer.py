@@ -26,13 +26,13 @@ from streams.core.sequencer import (
     Envelope,
     Kind,
     ReorderBuffer,
-    Shard,
     Watermark,
     decode_envelope,
     decode_envelopes,
     encode_envelope,
     encode_envelopes,
 )
+from streams.core.shard import Shard
 
 # ------------------------------------------------------------------------------------------- builders
 

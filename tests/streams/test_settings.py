@@ -3,7 +3,7 @@
 import pytest
 
 from schemas.exceptions import ConfigError
-from streams.agents.common import batch_window_s
+from streams.runtime.agents.common import batch_window_s
 from streams.settings import DEFAULT_BOOTSTRAP, load_settings
 
 

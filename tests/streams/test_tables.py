@@ -1,4 +1,4 @@
-"""The agents' byte tables on the RocksDB store (`streams.agents.common.bytes_table`).
+"""The agents' byte tables on the RocksDB store (`streams.runtime.agents.common.bytes_table`).
 
 Faust's own RocksDB store files a key under the partition of the event being processed and asserts there is
 one; the applier and the metrics agent write from `take_events` batches, where there is none, so with
@@ -16,7 +16,7 @@ from typing import Any
 import faust
 from aiokafka.structs import RecordMetadata, TopicPartition
 
-from streams.agents.common import bytes_table
+from streams.runtime.agents.common import bytes_table
 
 PARTITIONS = 4
 

@@ -1,4 +1,4 @@
-"""Workloads (``replicas`` > 1) inside a placement shard: SPEC 6's two-level placement through SPEC 2's
+"""Workloads (``replicas`` > 1) inside a placement shard: two-level multi-cluster placement through the
 pipeline. The shard divides a workload among its clusters by the profile's cluster policy and places each
 replica on a node of its cluster; lost replicas are divided again; offline replays of a multi-cluster log
 and the live pipeline give the same bindings.
@@ -27,11 +27,12 @@ from schemas.eventlog import EventLogWriter, read_events
 from schemas.events import Binding, BindingResult
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodDeleted, PodRequest
-from streams.agents.common import _shard_of, shards_for
 from streams.client import latest_decisions
 from streams.core.ledger import Ledger
-from streams.core.sequencer import Envelope, Kind, Output, Release, Shard, Watermark
-from streams.replay import replay_offline
+from streams.core.sequencer import Envelope, Kind, Watermark
+from streams.core.shard import Output, Release, Shard
+from streams.recording.replay import replay_offline
+from streams.runtime.agents.common import partition_of, shards_for
 from streams.settings import load_settings
 from tests.paths import ALIBABA_GPU_2023
 
@@ -515,7 +516,7 @@ ROUTES = [
 
 @pytest.mark.parametrize(("case", "kind", "value", "key"), ROUTES, ids=[c[0] for c in ROUTES])
 def test_envelopes_are_routed_to_one_shard_by_cluster(case: str, kind: Kind, value: Any, key: str) -> None:
-    assert shards_for(env(kind, 0, value), 8) == (_shard_of(key, 8),)
+    assert shards_for(env(kind, 0, value), 8) == (partition_of(key, 8),)
 
 
 def test_a_deletion_reaches_every_shard_so_it_finds_the_workload_wherever_it_was_divided() -> None:
@@ -670,7 +671,7 @@ def wait_for_the_applier(settings: Any, timeout: float = 120.0) -> None:
 def test_a_workload_is_divided_across_two_clusters_live_with_the_offline_bindings(
     pipeline: Any, tmp_path: Path
 ) -> None:
-    from streams.replay import replay_live
+    from streams.recording.replay import replay_live
     from tests.streams.test_pipeline import read_all, wait_for
 
     log = two_cluster_log(tmp_path / "two.jsonl")

@@ -1,5 +1,5 @@
-"""Load-aware plugins (SPEC 4.4): scheduler-plugins' Trimaran (TargetLoadPacking, LoadVariationRiskBalancing)
-and seed 001's measured-load checks (LoadThresholds, PeakReference, GlobalVarianceMin). They read the
+"""Load-aware plugins: scheduler-plugins' Trimaran (TargetLoadPacking, LoadVariationRiskBalancing)
+and eyrie's measured-load checks (LoadThresholds, PeakReference, GlobalVarianceMin). They read the
 snapshot's `usage` (windows, portraits, pods placed since) and degrade to the minimum score, or let a node
 pass, where a node has no data."""
 

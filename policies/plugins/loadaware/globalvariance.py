@@ -1,4 +1,4 @@
-"""GlobalVarianceMin (seed 001's final choice, "全局方差最小"): place the pod where the cluster's load ends
+"""GlobalVarianceMin: place the pod where the cluster's load ends
 up most even: for each candidate node j, the variance over *all* nodes of each resource's utilisation after
 adding the pod to j, weighted over resources; lower is better, min-max normalised to 0..100.
 

@@ -1,4 +1,4 @@
-"""LoadThresholds (seed 001, "机器cpu/内存/网卡阈值"; Koordinator's LoadAwareScheduling filter): reject a node
+"""LoadThresholds (like Koordinator's LoadAwareScheduling filter): reject a node
 whose measured load, plus the pods placed since it was measured and this pod's request, would exceed a
 threshold share of its allocatable. A node without window data for a metric passes on that metric."""
 

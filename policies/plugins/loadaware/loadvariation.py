@@ -3,7 +3,7 @@
 Per resource r in {cpu, memory} with window data: μ = clamp((mean + pod request)/allocatable, 0, 1),
 σ = clamp(std/allocatable, 0, 1), σ' = clamp(margin·σ^(1/sensitivity), 0, 1), risk = (μ + σ')/2,
 score_r = (1 − risk)·100; node score = round(min over resources with data) (upstream takes the max when only
-one has data, the other scoring 0). ``variant: kep`` scores the Trimaran KEP's (and seed 001's) older form:
+one has data, the other scoring 0). ``variant: kep`` scores the Trimaran KEP's older form:
 S = min(μ + σ', 1) with μ = (mean + request)/allocatable, U = (1 − S)·100.
 """
 

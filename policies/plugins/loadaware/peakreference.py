@@ -1,4 +1,4 @@
-"""PeakReference (seed 001, "昨天一天的最高点参考"): the node's highest hourly mean usage in its portrait
+"""PeakReference: the node's highest hourly mean usage in its portrait
 (the previous days, pods placed since included), plus the pod's request, stays within `ratio` × allocatable,
 per configured resource. A node without a measured portrait for a resource passes on it."""
 

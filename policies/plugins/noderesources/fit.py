@@ -87,7 +87,7 @@ class Args(StrictArgs):
     ignored_resource_groups: list[str] = Field(default_factory=list, alias="ignoredResourceGroups")
     """Extended resources whose domain (``example.com`` of ``example.com/aaa``) the filter does not check."""
     requests_from: Literal["requests", "usage"] = Field(default="requests", alias="requestsFrom")
-    """``usage`` (seed 001, for pods that declare no requests, e.g. Redis instances): a node's cpu and memory
+    """``usage`` (for pods that declare no requests, e.g. Redis instances): a node's cpu and memory
     "requested" is its measured load (window mean + pods placed since) where it has window data, and a pod
     that declares no request counts its workload portrait's peak hourly mean."""
 

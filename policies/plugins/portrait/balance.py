@@ -1,7 +1,7 @@
-"""ResourceBalanceOnPortrait (seed 000): steer each resource's load towards a target.
+"""ResourceBalanceOnPortrait: steer each resource's load towards a target.
 
 For each resource r: with the pod assumed on the node, take the hour whose mean is highest, and that hour's
-mean and std; X ~ N(mean, std²). The seed scores 0.5 − P(T < X < mean) above the target and
+mean and std; X ~ N(mean, std²). The rule scores 0.5 − P(T < X < mean) above the target and
 0.5 + P(mean < X < T) below it; both are Φ((T − mean)/std), which is what is computed (std = 0 takes the
 limit: 1 under the target, 0 over it, ½ on it), so a node under target always beats one over it. Scores are
 min-max normalised over the candidates per resource (all equal → 1) and combined as
@@ -9,7 +9,7 @@ round(100 × Σ ω_r·Norm(s_r) / Σ ω_r).
 
 Targets of resources a node has an allocatable amount of (cpu, memory) are utilisation shares; the others
 (llcmiss, crpki) are in the metric's own units. The defaults for llcmiss and crpki have no empirical
-basis (the seed calls them empirical and gives none): set them for your hardware. Targets and weights are
+basis: set them for your hardware. Targets and weights are
 plugin args, so replacing the profile (the `eyrie.config` topic) swaps them at run time.
 """
 

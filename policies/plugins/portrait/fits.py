@@ -1,4 +1,4 @@
-"""PodFitsResourceOnPortrait (seed 000): NodeResourcesFit's filter for oversold nodes.
+"""PodFitsResourceOnPortrait: NodeResourcesFit's filter for oversold nodes.
 
 Hard limits (requests): cpu requested with the pod ≤ allocatable cpu × OverSellRate (the node's
 `oversell_rate`, else this plugin's arg), memory requested ≤ allocatable memory; pod count and every other

@@ -1,4 +1,4 @@
-"""Batch mode in profiles and in the scheduler core (SPEC 5, SPEC 2): collecting, placing, falling back,
+"""Batch mode in profiles and in the scheduler core: collecting, placing, falling back,
 determinism, and the same through the sequencer shard's `schedule(now)` after every event."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from portraits.hourly import HOURS, Portrait
 from schemas.exceptions import ConfigError
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodDeleted, PodRequest
-from streams.core.sequencer import Envelope, Kind, Shard
+from streams.core.sequencer import Envelope, Kind
+from streams.core.shard import Shard
 from tests.policies.builders import node, pod, scheduler
 
 EXTRA = {"bandwidth": "30G", "disk": "800G"}
@@ -111,7 +112,7 @@ def test_a_bad_batch_profile_fails_to_load_with_one_line_naming_the_field(docume
     assert "\n" not in str(caught.value)
 
 
-def test_the_tbesk_builtin_profile_is_batch_mode_with_the_spec_defaults():
+def test_the_tbesk_builtin_profile_is_batch_mode_with_the_default_batch_settings():
     profile = parse_profile(BUILTIN_PROFILES["tbesk"])
     assert profile.batch is not None
     assert (profile.batch.algorithm, profile.batch.batch_size, profile.batch.batch_wait) == (

@@ -1,4 +1,4 @@
-"""The TBESK model (SPEC 5): pod classes, R_N, L_N and S_N by hand, batch fitness, Z_avg, bad input."""
+"""The TBESK model: pod classes, R_N, L_N and S_N by hand, batch fitness, Z_avg, bad input."""
 
 from __future__ import annotations
 

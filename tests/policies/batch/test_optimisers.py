@@ -1,4 +1,4 @@
-"""BES and TBESK (SPEC 5), the sequential baselines and the Z reference: exactness on tiny instances,
+"""BES and TBESK, the sequential baselines and the Z reference: exactness on tiny instances,
 capacity, determinism, the encoding, and LRA/BRA by hand."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`eyrie evaluate --experiment tbesk-paper`: SPEC 5's pod generator, the report, the trace variant."""
+"""`eyrie evaluate --experiment tbesk-paper`: its fixed pod generator, the report, the trace variant."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from evaluation.experiments.tbesk import PAPER_LOAD, paper_cluster, paper_pods
 from streams.cli import app
-from streams.evaluate.tbesk import PAPER_LOAD, paper_cluster, paper_pods
 from tests.paths import ALIBABA_GPU_2023
 
 RUNNER = CliRunner()

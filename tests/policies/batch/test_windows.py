@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evaluation.experiments.tbesk import PAPER_RESOURCES, paper_cluster, paper_pods
 from policies.batch import (
     BesParams,
     balanced_allocation,
@@ -20,7 +21,6 @@ from policies.batch import (
     z_avg,
 )
 from schemas.exceptions import InvalidInput
-from streams.evaluate.tbesk import PAPER_RESOURCES, paper_cluster, paper_pods
 
 SMALL = BesParams(population=8, iterations=10)
 
@@ -106,7 +106,7 @@ def test_a_window_below_one_pod_is_refused_naming_the_field():
 
 
 def test_tbesk_z_reproduces_the_paper_headline_at_1800_pods_and_comes_within_10_percent_of_the_reference():
-    """The issue's must-show, measured with the experiment's own settings (population 30, 100 iterations,
+    """The paper's headline, measured with the experiment's own settings (population 30, 100 iterations,
     windows of 20, seed 1): at least 24 % below LRA and 21 % below BRA, and ≤ 10 % above the reference."""
     capacity, _ = paper_cluster()
     problem = make_problem(capacity, paper_pods(1800, seed=1), resources=PAPER_RESOURCES)

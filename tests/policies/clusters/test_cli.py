@@ -1,8 +1,9 @@
-"""`eyrie clusters estimate|divide` as SPEC 7 specifies them, checked against test vector files.
+"""`eyrie clusters estimate|divide` as docs/cli.md describes them, checked against test vector files.
 
 The vectors in ``vectors/`` are run through the command line exactly as a user would run them:
 
-* ``seed_004.json``: seed 004's examples with current Karmada semantics (SPEC 6 and 8).
+* ``karmada_modeling_guide.json``: the examples of Karmada's cluster resource modeling guide (v1.12), with
+  current Karmada semantics.
 * ``karmada_estimator.json``: Karmada's ``pkg/estimator/client/general_test.go`` (TestGetMaximumReplicasBased-
   OnResourceModels, TestGetMaximumSetsBasedOnResourceModels for single-replica sets, TestMaxAvailableReplicas,
   TestMaxAvailableReplicasGeneral, TestMaxAvailableReplicasGeneralWithResourceModels, TestGetAllowedPodNumber,
@@ -12,7 +13,7 @@ The vectors in ``vectors/`` are run through the command line exactly as a user w
   ``pkg/scheduler/core/division_algorithm_test.go`` (Test_divideReplicasByPreference).
 
 Each vector names its upstream test and case (``source``). Where the upstream version read gives a different
-remainder (its dispenser handed remainders to the largest weights; SPEC 6 says Webster) the vector keeps the
+remainder (its dispenser handed remainders to the largest weights; eyrie uses Webster's) the vector keeps the
 upstream answer under ``upstream`` and says why in ``note``; so do vectors adapted to the CLI (allowed pods
 added where upstream called an inner function, models completed where upstream's would not validate).
 """
@@ -56,7 +57,7 @@ def run_vector(tmp_path, vector):
 
 ALL_VECTORS = [
     (file, vector)
-    for file in ("seed_004.json", "karmada_estimator.json", "karmada_division.json")
+    for file in ("karmada_modeling_guide.json", "karmada_estimator.json", "karmada_division.json")
     for vector in load(file)
 ]
 
@@ -300,7 +301,7 @@ def test_bad_divide_options_exit_2_with_one_line(tmp_path, case, options, messag
 
 
 def test_the_installed_command_prints_one_json_line_and_exits_2_on_bad_input(tmp_path):
-    vector = load("seed_004.json")[0]
+    vector = load("karmada_modeling_guide.json")[0]
     (tmp_path / "c.json").write_text(json.dumps(vector["clusters"]))
     (tmp_path / "r.json").write_text(json.dumps(vector["request"]))
     base = [sys.executable, "-m", "streams.cli", "clusters"]

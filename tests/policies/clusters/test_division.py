@@ -1,9 +1,9 @@
-"""Replica division (SPEC 6): Webster apportionment, the four strategies, scaling, shortfalls.
+"""Replica division: Webster apportionment, the four strategies, scaling, shortfalls.
 
 The Webster cases port Karmada's ``pkg/util/helper/webstermethod_test.go`` (TestAllocateWebsterSeats and
 ExampleAllocateWebsterSeats). One differs by its tie rule: in round 6 of the classic example parties A
 (2 seats, 100,000 votes) and D (0 seats, 20,000 votes) tie at 20,000; upstream (that version) breaks ties by
-votes and gives A the seat, SPEC 6 breaks them by fewer seats and gives D the seat. Round 7 agrees again.
+votes and gives A the seat, eyrie breaks them by fewer seats and gives D the seat. Round 7 agrees again.
 """
 
 import random

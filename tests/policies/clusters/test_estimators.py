@@ -1,8 +1,8 @@
-"""The general, model and accurate estimators (SPEC 6), below the command line.
+"""The general, model and accurate estimators, below the command line.
 
 Per-grade capacities port Karmada's ``pkg/estimator/client/general_test.go`` TestGetNodeAvailableReplicas,
 except its "zero replicas possible but first model" case (1 replica where ⌊2/3⌋ = 0): that rule went with the
-model nodes of Karmada v1.18 (a grade node holds ⌊min / request⌋ replicas, at most 110), which SPEC 6 follows.
+model nodes of Karmada v1.18 (a grade node holds ⌊min / request⌋ replicas, at most 110), which eyrie follows.
 """
 
 import pytest

@@ -1,4 +1,4 @@
-"""Resource models (SPEC 6): Karmada's format, its validation rule by rule, the default grades, grading.
+"""Resource models: Karmada's format, its validation rule by rule, the default grades, grading.
 
 Rules and messages follow Karmada's ``pkg/apis/cluster/validation/validation.go``
 (ValidateClusterResourceModels); grading follows ``pkg/modeling/modeling.go`` (getIndex: per resource the last
@@ -22,8 +22,8 @@ def grade(number, *triples):
     return {"grade": number, "ranges": ranges(*triples)}
 
 
-def seed_three_grades():
-    """Seed 004's customised model: three grades of cpu and memory."""
+def guide_three_grades():
+    """The customised model of Karmada's cluster resource modeling guide: three grades of cpu and memory."""
     return [
         grade(0, ("cpu", "0", "1"), ("memory", "0", "4Gi")),
         grade(1, ("cpu", "1", "2"), ("memory", "4Gi", "16Gi")),
@@ -31,15 +31,15 @@ def seed_three_grades():
     ]
 
 
-def seed_default_grades():
-    """Seed 004's default model, as the seed prints it (grades 0..8)."""
+def guide_default_grades():
+    """Karmada's default model, as its cluster resource modeling guide prints it (grades 0..8)."""
     cpu = ["0", "1", "2", "4", "8", "16", "32", "64", "128", MAX]
     memory = ["0", "4Gi", "16Gi", "32Gi", "64Gi", "128Gi", "256Gi", "512Gi", "1Ti", MAX]
     return [grade(g, ("cpu", cpu[g], cpu[g + 1]), ("memory", memory[g], memory[g + 1])) for g in range(9)]
 
 
-def test_the_default_grades_are_the_seeds_default_model():
-    parsed = parse_resource_models(seed_default_grades())
+def test_the_default_grades_are_karmadas_documented_default_model():
+    parsed = parse_resource_models(guide_default_grades())
     assert parsed.grades == DEFAULT_MODELS.grades == tuple(range(9))
     assert parsed.resources == DEFAULT_MODELS.resources == ("cpu", "memory")
     assert parsed.mins == DEFAULT_MODELS.mins and parsed.maxs == DEFAULT_MODELS.maxs
@@ -47,7 +47,7 @@ def test_the_default_grades_are_the_seeds_default_model():
 
 
 def test_a_model_round_trips_through_karmadas_json_form():
-    parsed = parse_resource_models(seed_three_grades())
+    parsed = parse_resource_models(guide_three_grades())
     again = parse_resource_models(parsed.to_documents())
     assert (again.grades, again.resources, again.mins, again.maxs) == (
         parsed.grades,
@@ -153,16 +153,16 @@ def test_grades_need_not_be_consecutive_numbers():
     assert models.grades == (3, 7) and models.position == {3: 0, 7: 1}
 
 
-SEED_GRADING = [
-    ("half a core and 2 Gi free is grade 0 (seed 004)", {"cpu": 500, "memory": 2 * GI}, 0),
-    ("1.5 cores and 10 Gi free is grade 1 (seed 004)", {"cpu": 1500, "memory": 10 * GI}, 1),
+GUIDE_GRADING = [
+    ("half a core and 2 Gi free is grade 0 (Karmada's guide)", {"cpu": 500, "memory": 2 * GI}, 0),
+    ("1.5 cores and 10 Gi free is grade 1 (Karmada's guide)", {"cpu": 1500, "memory": 10 * GI}, 1),
     ("plenty of both is the last grade", {"cpu": 10**9, "memory": 2**61}, 2),
 ]
 
 
-@pytest.mark.parametrize(("case", "free", "position"), SEED_GRADING, ids=[g[0] for g in SEED_GRADING])
-def test_the_seeds_customised_model_grades_its_examples(case, free, position):
-    assert parse_resource_models(seed_three_grades()).grade_position(free) == position
+@pytest.mark.parametrize(("case", "free", "position"), GUIDE_GRADING, ids=[g[0] for g in GUIDE_GRADING])
+def test_karmadas_documented_customised_model_grades_its_examples(case, free, position):
+    assert parse_resource_models(guide_three_grades()).grade_position(free) == position
 
 
 BOUNDARIES = [

@@ -1,4 +1,4 @@
-"""Two-level placement (SPEC 6): divide a workload among clusters, then place each share in its cluster."""
+"""Two-level placement: divide a workload among clusters, then place each share in its cluster."""
 
 import pytest
 

@@ -10,17 +10,17 @@ and every cluster's incremental summary equals one recomputed from its nodes. Wi
 
 The model estimator runs with GPU-aware grades (cpu, memory and nvidia.com/gpu), and with Karmada's default
 grades, which know only cpu and memory: a GPU request is then a resource the model lacks, estimated 0
-everywhere (SPEC 6), so those workloads are not placed at all, and still no cluster is overcommitted.
+everywhere, so those workloads are not placed at all, and still no cluster is overcommitted.
 """
 
 import pytest
 
+from evaluation.traces.alibaba_gpu2023 import iter_alibaba_gpu2023
+from evaluation.traces.common import Report
 from policies.clusters.models import MAX_INT64, parse_resource_models
 from policies.clusters.placement import TwoLevelPlacer
 from policies.clusters.policy import ClusterPolicy
 from schemas.pod import PodDeleted
-from streams.traces.alibaba_gpu2023 import iter_alibaba_gpu2023
-from streams.traces.common import Report
 from tests.paths import ALIBABA_GPU_2023
 
 CLUSTERS = ("alpha", "beta", "gamma")

@@ -1,4 +1,4 @@
-"""The incremental cluster summary (SPEC 6): totals and per-grade counts kept per event, never recomputed.
+"""The incremental cluster summary: totals and per-grade counts kept per event, never recomputed.
 
 After any sequence of node and pod events the summary equals one recomputed from scratch (`recount`), and a
 pod event regrades exactly one node, whatever the cluster's size.

@@ -1,0 +1,544 @@
+"""The ``eyrie`` command. Every command exits 2 with one line ``error: ...`` on bad input."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, ParamSpec, TypeVar
+
+import orjson
+import typer
+
+# Typer vendors Click; its usage errors are only importable from there (typer is pinned exactly).
+from typer._click import exceptions as click_errors
+
+from schemas.exceptions import EyrieError, InvalidInput
+from schemas.jsonschema import export_schemas
+from streams.cli.broker import broker_app
+from streams.cli.clusters import clusters_app
+from streams.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    kafka_options,
+    one_line_errors,
+    progress,
+    run,
+    settings_from,
+)
+from streams.cli.inspect import dead_letters, nodes, pending, profiles_app, validated_documents
+from streams.cli.kube import kube_app
+from streams.cli.pipeline import applier, record, replay, worker
+from streams.cli.trace import trace_app
+from streams.client import Decision, EyrieClient
+from streams.runtime.logs import configure_logging, parse_format, parse_level
+from streams.runtime.topics import ensure_topics
+
+__all__ = ["app", "main"]
+
+SERVICES = ("worker", "applier")
+"""Commands that run until stopped, and log as services do."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+app = typer.Typer(
+    name="eyrie",
+    help="Streaming, load-aware pod placement over Kafka.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(broker_app, name="broker", help="Run a local single-node Kafka broker (KRaft).")
+app.add_typer(kube_app, name="kube", help="Run a local Kubernetes control plane (etcd + kube-apiserver).")
+schema_app = typer.Typer(help="JSON Schemas of the wire models.", no_args_is_help=True)
+app.add_typer(schema_app, name="schema")
+topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+app.add_typer(trace_app, name="trace", help="Convert public cluster traces into event logs.")
+app.add_typer(clusters_app, name="clusters", help="Multi-cluster estimates and division (Karmada).")
+for _command in (worker, applier, replay, record):
+    app.command()(_command)
+app.add_typer(profiles_app, name="profiles")
+app.command("dead-letters")(dead_letters)
+app.command("nodes")(nodes)
+app.command("pending")(pending)
+
+
+@app.callback()
+@one_line_errors
+def _configure(
+    ctx: typer.Context,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            envvar="EYRIE_LOG_LEVEL",
+            help="debug, info, warning or error: eyrie's own log lines from this level (worker and applier "
+            "default: info; other commands log nothing unless asked); the libraries' from warning",
+        ),
+    ] = None,
+    log_format: Annotated[
+        str,
+        typer.Option("--log-format", envvar="EYRIE_LOG_FORMAT", help="text, or json: one object per line"),
+    ] = "text",
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Also the libraries' info lines (Faust, Kafka client)"),
+    ] = False,
+) -> None:
+    # Log lines go to stderr. A one-shot command's failure is one `error:` line, so it shows log lines
+    # only when asked for; a worker or an applier is a service and always logs (streams.runtime.logs).
+    level = parse_level(log_level) if log_level is not None else logging.INFO
+    fmt = parse_format(log_format)
+    service = ctx.invoked_subcommand in SERVICES
+    configure_logging(
+        level=level, fmt=fmt, verbose=verbose, quiet=not (service or verbose or log_level is not None)
+    )
+
+
+@app.command()
+@kafka_options
+@one_line_errors
+def publish(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="JSON, JSON Lines, YAML, Kubernetes Pod manifests or scheduler profiles"),
+    ],
+    bootstrap: BootstrapOption = None,
+    config: ConfigOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate only; publish nothing")] = False,
+) -> None:
+    """Publish pod requests, deletions, node events, metric samples and scheduler profiles.
+
+    Every file is validated before anything is sent (a profile as the workers will check it), so a bad file
+    publishes nothing.
+    """
+    total = sum(1 for path in files for _ in validated_documents(path))
+    if dry_run:
+        typer.echo(f"{total} documents valid")
+        return
+    settings = settings_from(bootstrap, config)
+
+    async def send_all() -> int:
+        async with EyrieClient(settings) as client:
+            with progress() as bar:
+                task = bar.add_task("publishing", total=total)
+                documents = (document for path in files for document in validated_documents(path))
+                return await client.publish_documents(documents, on_sent=lambda: bar.advance(task))
+
+    sent = run(send_all())
+    typer.echo(f"published {sent} record{'' if sent == 1 else 's'} to {settings.bootstrap_servers}")
+
+
+@app.command()
+@kafka_options
+@one_line_errors
+def decisions(
+    from_beginning: Annotated[
+        bool,
+        typer.Option(
+            "--from-beginning",
+            help="With --follow: start at the beginning of the topics instead of their end",
+        ),
+    ] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing results as they arrive")
+    ] = False,
+    until_idle: Annotated[
+        float | None,
+        typer.Option(
+            "--until-idle", min=0.0, help="With --follow: stop after this many seconds without a new record"
+        ),
+    ] = None,
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output", "-o", help="json (one object per line) or table (without --follow: one table)"
+        ),
+    ] = "json",
+    bootstrap: BootstrapOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Print each pod's decision: uid, namespace, name, status, node, cluster, reasons, time (and profile,
+    score, attempt, and `at` in Unix seconds).
+
+    Without --follow: every pod's latest state, read from the beginning to the current end, in decision
+    order. With --follow: a line each time a pod gets a result (applied, conflict, rejected, unschedulable)
+    or is deleted.
+    """
+    if output not in ("json", "table"):
+        raise InvalidInput(f"--output: expected json or table, got {output!r}")
+    if not follow:
+        # Without --follow the topics are always read from the beginning and up to their end, so these
+        # would change nothing; saying so beats a command that quietly does something else.
+        if until_idle is not None:
+            raise InvalidInput("--until-idle: only with --follow (without it, decisions stops at the end)")
+        if from_beginning:
+            raise InvalidInput("--from-beginning: only with --follow (without it, every record is read)")
+    elif output == "table":
+        raise InvalidInput(
+            "--output table: only without --follow (a table needs every row; follow prints JSON)"
+        )
+    settings = settings_from(bootstrap, config)
+
+    async def stream() -> None:
+        async with EyrieClient(settings) as client:
+            found = client.decisions(
+                from_beginning=from_beginning or not follow, follow=follow, until_idle=until_idle
+            )
+            if output == "table":
+                _print_table([decision async for decision in found])
+                return
+            async for decision in found:
+                sys.stdout.write(orjson.dumps(decision.to_json()).decode() + "\n")
+                if follow:
+                    sys.stdout.flush()
+
+    run(stream())
+
+
+def _print_table(found: list[Decision]) -> None:
+    """The decisions as a table on stdout; a pipe gets whole rows (Rich would wrap them at 80 columns)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("NAMESPACE", "NAME", "UID", "STATUS", "NODE", "CLUSTER", "TIME", "REASONS"):
+        table.add_column(column, overflow="fold")
+    for decision in found:
+        table.add_row(
+            decision.namespace or "",
+            decision.name or "",
+            decision.uid,
+            decision.status,
+            decision.node or "",
+            decision.cluster or "",
+            decision.time or "",
+            "; ".join(decision.reasons),
+        )
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=100_000)
+    console.print(table, soft_wrap=True, crop=False)
+
+
+@app.command()
+@one_line_errors
+def explain(
+    nodes: Annotated[
+        Path,
+        typer.Option("--nodes", help="A list of node states (see docs/cli.md), JSON or YAML (.yaml, .yml)"),
+    ],
+    pod: Annotated[
+        Path, typer.Option("--pod", help="A PodRequest or a Kubernetes Pod manifest, JSON or YAML")
+    ],
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile", help="KubeSchedulerConfiguration-style YAML (or JSON), beside the built-in profiles"
+        ),
+    ] = None,
+    scheduler_name: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler-name",
+            help="Explain with this profile (default: the --profile file's only profile, else the pod's "
+            "scheduler_name)",
+        ),
+    ] = None,
+) -> None:
+    """Explain one placement: which filter dropped each node and why, every plugin's score, the totals.
+
+    The profile is chosen as a worker chooses it: a pod naming a profile that neither the built-ins nor
+    --profile hold is unschedulable (selected null, with the reason), never explained with another. The
+    output names the profile it ran.
+    """
+    from policies.explain import explain_files
+
+    result = explain_files(nodes, pod, profile, scheduler_name)
+    sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
+
+
+@app.command()
+@one_line_errors
+def evaluate(
+    experiment: Annotated[
+        str | None, typer.Option("--experiment", help="Which experiment: portrait, tbesk-paper")
+    ] = None,
+    all_profiles: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="The evaluation report: every built-in profile on the Alibaba GPU 2023 trace (placement) "
+            "and on Bitbrains (the portrait experiment)",
+        ),
+    ] = False,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="The trace directory the experiment reads (portrait: required; tbesk-paper: the Alibaba GPU "
+            "2023 trace instead of the paper's pod generator; --all: the folder holding alibaba_gpu_v2023 "
+            "and bitbrains_rnd_2013-7, default ../shared/traces beside the repository)",
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Where to write the table, CSV and plots")] = Path(
+        "evaluation"
+    ),
+    policy: Annotated[
+        list[str] | None, typer.Option("--policy", help="Profiles to compare (repeat; default: all four)")
+    ] = None,
+    nodes: Annotated[int, typer.Option("--nodes", min=1, max=10000, help="Equal nodes in the cluster")] = 12,
+    replicas: Annotated[int, typer.Option("--replicas", min=1, max=1000, help="Copies of each workload")] = 4,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed", help="portrait: arrival order (default 42); tbesk-paper: pods, optimisers (1)"
+        ),
+    ] = None,
+    pods: Annotated[
+        int, typer.Option("--pods", min=1, max=100000, help="tbesk-paper: the last pod count")
+    ] = 1800,
+    step: Annotated[int, typer.Option("--step", min=1, max=100000, help="tbesk-paper: pod count step")] = 100,
+    population: Annotated[
+        int, typer.Option("--population", min=2, max=10000, help="tbesk-paper: eagles per population")
+    ] = 30,
+    iterations: Annotated[
+        int, typer.Option("--iterations", min=0, max=100000, help="tbesk-paper: optimiser iterations")
+    ] = 100,
+    window: Annotated[
+        int, typer.Option("--window", min=1, max=100000, help="tbesk-paper: TBESK-Z's pods per window")
+    ] = 20,
+    batch: Annotated[
+        int, typer.Option("--batch", min=1, max=100000, help="tbesk-paper --trace: pods per batch")
+    ] = 500,
+    trace_pods: Annotated[
+        str, typer.Option("--trace-pods", help="tbesk-paper --trace: which openb_pod_list_<NAME>.csv")
+    ] = "default",
+    trace_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--trace-limit", min=1, help="tbesk-paper --trace, --all: at most this many GPU-trace pods"
+        ),
+    ] = None,
+    deletions: Annotated[
+        bool,
+        typer.Option(
+            "--deletions",
+            help="--all: replay the GPU trace's creation and deletion times (slow for tbesk, tbesk-z)",
+        ),
+    ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option("--jobs", min=1, max=64, help="--all: processes for the profiles (same figures)"),
+    ] = 1,
+) -> None:
+    """Run an offline experiment; prints a table, writes it with plots to OUT, and ends with one JSON line."""
+    from evaluation.experiments import (
+        EXPERIMENTS,
+        PORTRAIT_PROFILES,
+        PortraitExperiment,
+        run_portrait_experiment,
+    )
+    from evaluation.experiments.report import write_portrait_report
+
+    _check_out_directory(out)
+    if all_profiles:
+        if experiment is not None:
+            raise InvalidInput("--all: give either --experiment or --all, not both")
+        _evaluate_all(trace, out, policy, nodes, replicas, seed, trace_pods, trace_limit, deletions, jobs)
+        return
+    if deletions or jobs != 1:
+        raise InvalidInput(f"{'--deletions' if deletions else '--jobs'}: only with --all")
+    if experiment is None:
+        raise InvalidInput(
+            f"--experiment: required ({', '.join(EXPERIMENTS)}), or --all for the evaluation report"
+        )
+    if experiment not in EXPERIMENTS:
+        raise InvalidInput(f"--experiment: unknown {experiment!r} (known: {', '.join(EXPERIMENTS)})")
+    if experiment == "tbesk-paper":
+        from evaluation.experiments.tbesk import TbeskExperiment, run_and_report
+
+        if pods < step:
+            raise InvalidInput(f"--step: {step} is more than --pods {pods}")
+        setup_tbesk = TbeskExperiment(
+            pods=pods,
+            step=step,
+            population=population,
+            iterations=iterations,
+            seed=1 if seed is None else seed,
+            window=window,
+            trace=trace,
+            trace_pods=trace_pods,
+            batch=batch,
+            trace_limit=trace_limit,
+        )
+        with progress() as bar:
+            task = bar.add_task("tbesk-paper", total=None)
+            result, _, text = run_and_report(
+                setup_tbesk, out, lambda what: bar.update(task, description=what)
+            )
+        typer.echo(text)
+        sys.stdout.write(orjson.dumps(result.summary()).decode() + "\n")
+        return
+    if trace is None:
+        raise InvalidInput("--trace: required by the portrait experiment")
+    seed = 42 if seed is None else seed
+    setup = PortraitExperiment(
+        trace=trace, profiles=tuple(policy or PORTRAIT_PROFILES), nodes=nodes, replicas=replicas, seed=seed
+    )
+    results = run_portrait_experiment(setup)
+    context = {
+        "command": f"eyrie evaluate --experiment portrait --trace {trace} --out {out}"
+        + "".join(f" --policy {name}" for name in policy or ())
+        + f" --nodes {nodes} --replicas {replicas} --seed {seed}",
+        "nodes": f"{setup.nodes} × {setup.node_cpu_cores} cores / {setup.node_memory_bytes // 1024**3} GiB",
+        "replicas per workload": setup.replicas,
+        "training days": setup.train_days,
+        "seed": setup.seed,
+    }
+    written = write_portrait_report(results, out, context)
+    typer.echo((out / "results.md").read_text().split("\n\n", 1)[-1].rstrip())
+    typer.echo(f"wrote {', '.join(str(path) for path in written)}")
+    sys.stdout.write(orjson.dumps({r.profile: r.metrics() for r in results}).decode() + "\n")
+
+
+def _check_out_directory(out: Path) -> None:
+    """--out is a directory the report can be written into, checked before the experiment's minutes."""
+    if out.exists() and not out.is_dir():
+        raise InvalidInput(f"--out: {out} is a file (the report is a directory of files)")
+    existing = next((path for path in (out, *out.absolute().parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise InvalidInput(f"--out: {existing} is a file, so {out} cannot be a directory")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise InvalidInput(f"--out: {existing}: permission denied")
+
+
+def _evaluate_all(
+    trace: Path | None,
+    out: Path,
+    policy: list[str] | None,
+    nodes: int,
+    replicas: int,
+    seed: int | None,
+    trace_pods: str,
+    trace_limit: int | None,
+    deletions: bool,
+    jobs: int,
+) -> None:
+    """`eyrie evaluate --all`: the evaluation report (evaluation.experiments.suite)."""
+    from evaluation.experiments.suite import DEFAULT_TRACES, SuiteExperiment, run_suite
+    from evaluation.experiments.suite_report import gpu_table, portrait_table, write_suite_report
+    from policies.framework.profile import BUILTIN_PROFILES
+
+    setup = SuiteExperiment(
+        traces=DEFAULT_TRACES if trace is None else trace,
+        profiles=tuple(policy) if policy else tuple(BUILTIN_PROFILES),
+        trace_pods=trace_pods,
+        limit=trace_limit,
+        deletions=deletions,
+        portrait_nodes=nodes,
+        replicas=replicas,
+        seed=42 if seed is None else seed,
+        jobs=jobs,
+    )
+    # The command as it could be typed again, with only what differs from the defaults.
+    command = " ".join(
+        [
+            "eyrie evaluate --all",
+            *([f"--trace {trace}"] if trace is not None else []),
+            f"--out {out}",
+            *(f"--policy {name}" for name in policy or ()),
+            *([f"--trace-pods {trace_pods}"] if trace_pods != "default" else []),
+            *([f"--trace-limit {trace_limit}"] if trace_limit is not None else []),
+            *(["--deletions"] if deletions else []),
+            *([f"--nodes {nodes}"] if nodes != 12 else []),
+            *([f"--replicas {replicas}"] if replicas != 4 else []),
+            *([f"--seed {seed}"] if seed is not None else []),
+            *([f"--jobs {jobs}"] if jobs != 1 else []),
+        ]
+    )
+    with progress() as bar:
+        task = bar.add_task("evaluation report", total=None)
+        result = run_suite(setup, lambda what: bar.update(task, description=what))
+    written = write_suite_report(result, out, command)
+    typer.echo(gpu_table(result.gpu, deletions=deletions).rstrip())
+    if result.bitbrains:
+        typer.echo("")
+        typer.echo(portrait_table(result).rstrip())
+    typer.echo(f"wall time: {result.seconds['total']:.1f} s")
+    typer.echo(f"wrote {', '.join(str(path) for path in written)}")
+    sys.stdout.write(orjson.dumps(result.summary()).decode() + "\n")
+
+
+@topics_app.command("create")
+@kafka_options
+@one_line_errors
+def topics_create(bootstrap: BootstrapOption = None, config: ConfigOption = None) -> None:
+    """Create every eyrie topic that does not exist yet (idempotent)."""
+    settings = settings_from(bootstrap, config)
+    created = run(ensure_topics(settings))
+    typer.echo(f"created {len(created)} topics" + (f": {', '.join(created)}" if created else " (all exist)"))
+
+
+@schema_app.command("export")
+@one_line_errors
+def schema_export(directory: Annotated[Path, typer.Argument(help="Directory to write into")]) -> None:
+    """Write one JSON Schema per wire model into DIRECTORY."""
+    try:
+        written = export_schemas(directory)
+    except OSError as exc:
+        raise EyrieError(f"{directory}: {exc.strerror or exc}") from None
+    typer.echo(f"wrote {len(written)} schemas to {directory}")
+
+
+_GLOBAL_WITH_VALUE = ("--log-level", "--log-format")
+_GLOBAL_FLAGS = ("--verbose", "-v")
+
+
+def _global_options_first(args: list[str]) -> list[str]:
+    """`eyrie worker --log-level debug` means what `eyrie --log-level debug worker` does: the logging
+    options belong to the `eyrie` command, but an operator types them after the subcommand too."""
+    moved: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest.extend(args[index:])
+            break
+        if arg in _GLOBAL_FLAGS or (arg.split("=", 1)[0] in _GLOBAL_WITH_VALUE and "=" in arg):
+            moved.append(arg)
+        elif arg in _GLOBAL_WITH_VALUE and index + 1 < len(args):
+            moved.extend(args[index : index + 2])
+            index += 1
+        else:
+            rest.append(arg)
+        index += 1
+    return moved + rest
+
+
+def main() -> None:
+    # Click's usage errors are a multi-line panel by default; eyrie's contract is one line and exit 2.
+    try:
+        code = app(args=_global_options_first(sys.argv[1:]), standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as error:
+        typer.echo(error.ctx.get_help() if error.ctx else str(error), err=True)
+        sys.exit(2)
+    except click_errors.UsageError as error:
+        command = error.ctx.command_path if error.ctx else "eyrie"
+        message = " ".join(error.format_message().split())
+        typer.echo(f"error: {message} (see '{command} --help')", err=True)
+        sys.exit(2)
+    except click_errors.ClickException as error:
+        typer.echo(f"error: {' '.join(error.format_message().split())}", err=True)
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

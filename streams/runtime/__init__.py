@@ -1,0 +1,1 @@
+"""The Kafka runtime: the Faust app, its agents, topics, client security, health, metrics and logs."""

@@ -1,0 +1,169 @@
+"""The applier: bindings in, `BindingResult`s out, against its own ledger (two Faust tables).
+
+Results go to users on ``binding-results`` at once, and to placement straight onto the sequencer: placement
+needs them to confirm or requeue its assumed pods, and the hop through a forwarder cost every pod one more
+record consumed, decoded and produced. A conflict or a refusal goes to placement with its batch (the pod
+is to be placed again); an applied pod only moves from assumed to bound there, which changes no decision,
+so those results are held for up to `RESULTS_LINGER_S` and travel many to a sequencer record
+(`ForPlacement`).
+
+It is the only writer of the ledger, so "never over allocatable" is checked in one place; the tables'
+changelogs carry it across restarts (one record per commit or release), and `Ledger.apply` is idempotent
+per uid, so bindings redelivered after a crash are answered again without being booked twice. Invalid pod
+requests and node events are not dead-lettered here: the workers' forwarders already did that for the same
+records. Deletions come from placement, as releases on the bindings topic, so they can never overtake the
+binding they undo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from schemas.codec import encode
+from schemas.events import Binding
+from schemas.node import NodeEvent
+from schemas.pod import PodDeleted
+from streams.core.ingress import envelope_from_model
+from streams.core.ledger import NODES_TABLE, PODS_TABLE, Ledger
+from streams.core.sequencer import Envelope
+from streams.faust_overrides.batching import Breather, take_batches
+from streams.faust_overrides.fetching import EyrieApp
+from streams.runtime.agents.common import (
+    BATCH,
+    Topics,
+    batch_window_s,
+    bytes_table,
+    decode_message,
+    send,
+    send_dead_letter,
+    send_envelopes,
+)
+
+__all__ = ["RESULTS_LINGER_S", "ApplierAgent", "ForPlacement", "register"]
+
+log = logging.getLogger(__name__)
+
+RESULTS_LINGER_S = 0.1
+"""The longest the applier holds an applied pod's result before sending it to placement. At 500 pods/s one
+sequencer record a result was a third of what the worker consumed per pod, each a Faust event, a fetch and
+a produce request through the broker; held for this long, about fifty travel together."""
+
+
+class ForPlacement:
+    """Results on their way to placement's sequencer partitions, in the order the applier decided them.
+    They are sent `RESULTS_LINGER_S` after the first one held, at once when one of them is not "applied",
+    and before the consumer commits the bindings they answer (`EyrieApp.before_commit`): a crash loses
+    only results whose bindings are read and answered again."""
+
+    def __init__(self, topics: Topics, linger_s: float = RESULTS_LINGER_S) -> None:
+        self._topics = topics
+        self._linger_s = linger_s
+        self._held: list[Envelope] = []
+        self._timer: asyncio.TimerHandle | None = None
+        # The timer's send, held here: the event loop keeps only a weak reference to a task.
+        self._flushing: asyncio.Task[None] | None = None
+        self._sending = asyncio.Lock()  # a timer's send and an agent's must not interleave their records
+
+    async def add(self, envelopes: Sequence[Envelope]) -> None:
+        if not envelopes:
+            return
+        self._held.extend(envelopes)
+        if len(self._held) >= BATCH or any(envelope.value.status != "applied" for envelope in envelopes):
+            await self.send()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._linger_s, self._send_later)
+
+    def _send_later(self) -> None:
+        self._timer = None
+        self._flushing = asyncio.ensure_future(self.send())
+        self._flushing.add_done_callback(_log_failure)
+
+    async def send(self) -> None:
+        async with self._sending:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            held, self._held = self._held, []
+            for index, reason in (await send_envelopes(self._topics, held)).items():
+                # The result is on binding-results all the same; placement keeps the pod assumed.
+                log.warning("result for %s not sent to placement: %s", held[index].value.uid, reason)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("results not sent to placement", exc_info=task.exception())
+
+
+def register(app: EyrieApp, topics: Topics) -> None:
+    agent = ApplierAgent(app, topics)
+    app.before_commit.append(agent.for_placement.send)
+    # mode types an async receiver oddly
+    app.on_partitions_assigned.connect(agent.recount_after_recovery)  # type: ignore[arg-type]
+    app.agent(topics.bindings, name="applier")(agent.apply_bindings)
+    app.agent(topics.node_events, name="applier-nodes")(agent.apply_node_events)
+
+
+class ApplierAgent:
+    """The ledger, kept by this applier's bindings and node events."""
+
+    def __init__(self, app: EyrieApp, topics: Topics) -> None:
+        partitions = topics.settings.partitions
+        self.topics = topics
+        self.ledger = Ledger(
+            bytes_table(app, NODES_TABLE, partitions), bytes_table(app, PODS_TABLE, partitions)
+        )
+        self.recounted = False
+        self.for_placement = ForPlacement(topics)
+
+    async def recount_after_recovery(self, sender: Any, *args: Any, signal: Any, **_: Any) -> None:
+        self.recounted = False  # tables of newly assigned partitions are recovered before the agent resumes
+
+    async def apply_bindings(self, stream: Any) -> None:
+        settings = self.topics.settings
+        ledger = self.ledger
+        breathe = Breather()
+        async for events in take_batches(stream, BATCH, batch_window_s(settings)):
+            if not self.recounted:
+                # Allocations live in memory, summed from the recovered pod entries (`streams.core.ledger`).
+                log.info("ledger recovered: %d pods bound", ledger.recount())
+                self.recounted = True
+            answered: list[Envelope] = []
+            for event in events:
+                await breathe()
+                envelope = await self.apply(event.message)
+                if envelope is not None:
+                    answered.append(envelope)
+            await self.for_placement.add(answered)
+            if settings.deleted_retention_s > 0:
+                ledger.forget_deleted(time.time() - settings.deleted_retention_s)
+
+    async def apply(self, message: Any) -> Envelope | None:
+        """One record of the bindings topic against the ledger: its result sent to users, and returned as
+        the envelope placement is to receive (None for a release, or a record that is not a binding)."""
+        topics, ledger, observe = self.topics, self.ledger, self.topics.observe
+        decoded = decode_message(topics, message)
+        if decoded.dead_letter is not None:
+            await send_dead_letter(topics, decoded.dead_letter)
+            return None
+        if isinstance(decoded.value, PodDeleted):
+            ledger.delete(decoded.value.uid, time.time())  # placement let the pod go
+            return None
+        binding: Binding = decoded.value
+        result = ledger.apply(binding, time.time())
+        (observe.by_status.get(result.status) or observe.results.labels(result.status)).inc()
+        if result.status == "conflict":
+            observe.conflicts.inc()
+        await send(topics, "binding-results", binding.uid.encode(), encode(result))
+        # The source names the binding record the result answers (what a dead letter would cite).
+        return envelope_from_model(result, result.at, f"bindings/{message.partition}")
+
+    async def apply_node_events(self, stream: Any) -> None:
+        async for events in take_batches(stream, BATCH, batch_window_s(self.topics.settings)):
+            for event in events:
+                decoded = decode_message(self.topics, event.message)
+                if isinstance(decoded.value, NodeEvent):
+                    self.ledger.apply_node_event(decoded.value, time.time())
