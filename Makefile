@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install lint typecheck docs docs-check test test-fast test-faults soak bench demo clean
+.PHONY: install lint typecheck docs docs-check test test-fast test-faults soak bench demo demo-kube clean
 
 install: $(STAMP)
 
@@ -65,6 +65,13 @@ TRACE ?=
 RATE ?=
 demo: install
 	$(BIN)/python -m streams.demo $(if $(TRACE),--trace $(TRACE),) $(if $(RATE),--rate $(RATE),)
+
+# eyrie as a Kubernetes scheduler: an API server (KUBECONFIG's, a running `eyrie kube up`, else a throwaway
+# local control plane), a broker (as for `make demo`), a worker, an applier binding through the API server and
+# the bridge; kubectl creates 50 seeded nodes and 300 pods with schedulerName eyrie; waits until every pod is
+# bound or explained, then prints pods per node, pending pods and why, and the summary table.
+demo-kube: install
+	$(BIN)/python -m streams.demo.kube
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Discriminator, Tag, TypeAdapter, ValidationError
 from schemas.events import Binding, BindingResult, DeadLetter, MetricSample
 from schemas.exceptions import InvalidInput
 from schemas.node import NodeEvent
-from schemas.pod import PodDeleted, PodRequest
+from schemas.pod import PodBound, PodDeleted, PodRequest
 
 __all__ = [
     "TOPIC_MODELS",
@@ -32,7 +32,7 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 
-_UNION_TAGS = {"request", "deleted", "binding"}
+_UNION_TAGS = {"request", "deleted", "bound", "binding"}
 """Tags of the topics' tagged unions (`_POD_EVENT`, `_BINDING_EVENT`): pydantic puts them first in an error's
 path, where they name no field of the record."""
 
@@ -113,15 +113,22 @@ def decode(model: type[M], raw: bytes | bytearray | str) -> M:
 
 
 def _pod_event_kind(value: Any) -> str:
-    # A deletion says ``kind: PodDeleted`` or is exactly {uid, ts}; everything else is a request.
+    # A deletion says ``kind: PodDeleted`` or is exactly {uid, ts}; a pod bound elsewhere says
+    # ``kind: PodBound``; everything else is a request.
     if isinstance(value, dict):
+        if value.get("kind") == "PodBound":
+            return "bound"
         return "deleted" if value.get("kind") == "PodDeleted" or value.keys() == {"uid", "ts"} else "request"
+    if isinstance(value, PodBound):
+        return "bound"
     return "deleted" if isinstance(value, PodDeleted) else "request"
 
 
-_POD_EVENT: TypeAdapter[PodRequest | PodDeleted] = TypeAdapter(
+_POD_EVENT: TypeAdapter[PodRequest | PodDeleted | PodBound] = TypeAdapter(
     Annotated[
-        Annotated[PodRequest, Tag("request")] | Annotated[PodDeleted, Tag("deleted")],
+        Annotated[PodRequest, Tag("request")]
+        | Annotated[PodDeleted, Tag("deleted")]
+        | Annotated[PodBound, Tag("bound")],
         Discriminator(_pod_event_kind),
     ]
 )
@@ -129,23 +136,29 @@ _POD_EVENT: TypeAdapter[PodRequest | PodDeleted] = TypeAdapter(
 
 def _binding_kind(value: Any) -> str:
     if isinstance(value, dict):
-        return "deleted" if value.get("kind") == "PodDeleted" else "binding"
+        kind = value.get("kind")
+        return "deleted" if kind == "PodDeleted" else "bound" if kind == "PodBound" else "binding"
+    if isinstance(value, PodBound):
+        return "bound"
     return "deleted" if isinstance(value, PodDeleted) else "binding"
 
 
-_BINDING_EVENT: TypeAdapter[Binding | PodDeleted] = TypeAdapter(
+_BINDING_EVENT: TypeAdapter[Binding | PodDeleted | PodBound] = TypeAdapter(
     Annotated[
-        Annotated[Binding, Tag("binding")] | Annotated[PodDeleted, Tag("deleted")],
+        Annotated[Binding, Tag("binding")]
+        | Annotated[PodDeleted, Tag("deleted")]
+        | Annotated[PodBound, Tag("bound")],
         Discriminator(_binding_kind),
     ]
 )
-"""The bindings topic also carries releases (`PodDeleted`) of pods placement had bound: in the same
-partition as the pod's binding (both keyed by uid), so the applier always sees them after it."""
+"""The bindings topic also carries releases (`PodDeleted`) of pods placement had bound, and the pods bound
+by others (`PodBound`) that placement counted: in the partition of their node, like that node's bindings,
+so the applier books them in the order placement saw them."""
 
 
-def pod_event_from_mapping(data: object, *, prefix: str | None = None) -> PodRequest | PodDeleted:
-    """The pod-requests topic carries both requests and deletions."""
-    result: PodRequest | PodDeleted = TOPIC_MODELS["pod-requests"](data, prefix=prefix)
+def pod_event_from_mapping(data: object, *, prefix: str | None = None) -> PodRequest | PodDeleted | PodBound:
+    """The pod-requests topic carries requests, deletions and pods bound by others."""
+    result: PodRequest | PodDeleted | PodBound = TOPIC_MODELS["pod-requests"](data, prefix=prefix)
     return result
 
 

@@ -1,7 +1,8 @@
 """Files a user hands to ``eyrie publish``: JSON (an object or a list), JSON Lines, YAML (several documents),
 Kubernetes Pod manifests and ``v1 List``s of them, scheduler profiles and KubeSchedulerConfigurations, or
-recorded event-log lines. Each document becomes (topic, key, model), or an `InvalidInput` naming the file,
-the document and the field."""
+recorded event-log lines. A pod request, a deletion (``kind: PodDeleted``) and a pod bound by someone
+else (``kind: PodBound``) all go to pod-requests, keyed by their uid. Each document becomes (topic, key,
+model), or an `InvalidInput` naming the file, the document and the field."""
 
 from __future__ import annotations
 
@@ -80,6 +81,10 @@ def classify(document: Any, where: str) -> Iterator[Document]:
             if topic not in TOPIC_MODELS:
                 raise InvalidInput(f"unknown topic {topic!r}", field="topic")
             yield Document(topic, document.get("key"), TOPIC_MODELS[topic](document["value"], prefix="value"))
+        elif isinstance(document, dict) and document.get("kind") == "PodBound":
+            # Before the node event's shape: a pod bound elsewhere names a node too.
+            bound = pod_event_from_mapping(document)
+            yield Document("pod-requests", bound.uid, bound)
         elif isinstance(document, dict) and "type" in document and "node" in document:
             event = model_from_mapping(NodeEvent, document)
             yield Document("node-events", event.node.name, event)
@@ -94,8 +99,9 @@ def classify(document: Any, where: str) -> Iterator[Document]:
         else:
             raise InvalidInput(
                 "cannot tell what this document is (expected a Pod manifest, a PodRequest with uid, "
-                "a NodeEvent with type and node, a MetricSample with node and values, a scheduler profile "
-                "with schedulerName or a KubeSchedulerConfiguration with profiles, or an event-log line)"
+                "a PodBound with kind, a NodeEvent with type and node, a MetricSample with node and values, "
+                "a scheduler profile with schedulerName or a KubeSchedulerConfiguration with profiles, or an "
+                "event-log line)"
             )
     except InvalidInput as exc:
         raise InvalidInput(f"{where}: {exc}") from None

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from schemas.events import Binding, BindingResult, DeadLetter, MetricSample
 from schemas.node import NodeEvent, NodeSpec
-from schemas.pod import PodDeleted, PodRequest
+from schemas.pod import PodBound, PodDeleted, PodRequest
 
 __all__ = ["WIRE_MODELS", "export_schemas", "schema_of"]
 
@@ -19,6 +19,7 @@ WIRE_MODELS: tuple[type[BaseModel], ...] = (
     NodeEvent,
     PodRequest,
     PodDeleted,
+    PodBound,
     Binding,
     BindingResult,
     DeadLetter,

@@ -18,6 +18,7 @@ __all__ = [
     "HostPort",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
+    "PodBound",
     "PodDeleted",
     "PodGroup",
     "PodRequest",
@@ -267,3 +268,22 @@ class PodDeleted(Event):
     kind: Literal["PodDeleted"] = "PodDeleted"
     uid: Name
     ts: Timestamp
+
+
+class PodBound(Event):
+    """A pod bound to a node by someone other than this pipeline's placement: another scheduler, a DaemonSet
+    or static pod, a ``nodeName`` set by hand, or eyrie's own binding as the API server reports it back. Its
+    requests occupy the node until a `PodDeleted` for its uid; it is a fact to count, never a request to
+    decide, so placement and the ledger book it even where it leaves no room."""
+
+    kind: Literal["PodBound"] = "PodBound"
+    uid: Name
+    node: Name
+    pod: PodRequest
+    ts: Timestamp
+
+    @model_validator(mode="after")
+    def _same_pod(self) -> PodBound:
+        if self.pod.uid != self.uid:
+            raise ValueError(f"pod.uid {self.pod.uid!r} differs from uid {self.uid!r}")
+        return self

@@ -33,7 +33,7 @@ from schemas.documents import Document
 from schemas.events import Binding, BindingResult, MetricSample
 from schemas.exceptions import BrokerError, InvalidInput
 from schemas.node import NodeEvent
-from schemas.pod import PodDeleted, PodRequest
+from schemas.pod import PodBound, PodDeleted, PodRequest
 from streams.core.decoders import ELEMENTS_PER_RECORD, Decoded, decode_records, json_arrays
 from streams.core.ingress import is_watermark
 from streams.faust_overrides.clients import refresh_metadata
@@ -411,7 +411,8 @@ class EyrieClient:
 
         Deletions come from two places: placement's releases on the bindings topic (a pod it had placed),
         and the owners' `PodDeleted` on pod-requests (also a pod that never found a node). Pod requests are
-        read raw and only deletions decoded: the forwarders already dead-lettered the invalid ones."""
+        read raw and only deletions decoded: the forwarders already dead-lettered the invalid ones. Pods
+        bound by others (`PodBound`, on both topics) are no decisions of eyrie's, and are left out."""
         bindings: dict[str, Binding] = {}
         results: dict[str, BindingResult] = {}
         deletions: dict[str, Deletion] = {}
@@ -450,6 +451,8 @@ class EyrieClient:
                         decision = delete(uid, decoded.value.ts, DELETED_BY_OWNER, math.inf)
             elif isinstance(item.value, Binding):
                 bindings[item.value.uid] = item.value
+            elif isinstance(item.value, PodBound):
+                continue  # placement counted a pod someone else bound: no decision of eyrie's
             elif isinstance(item.value, PodDeleted):
                 # Placement's release follows the binding it undoes on that binding's partition.
                 uid = item.value.uid

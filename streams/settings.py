@@ -114,6 +114,13 @@ class Settings(BaseModel):
     """The address a worker's or applier's web server (``--web-port``: metrics, health) listens on. Loopback
     by default, as the pages have no authentication; ``0.0.0.0`` in a container, whose port only the
     container's network reaches."""
+    apply_target: Literal["ledger", "kubernetes"] = "ledger"
+    """Where the applier applies a binding its ledger accepts: ``ledger`` (the ledger is all there is) or
+    ``kubernetes`` (also POSTed to the pod's binding subresource, with kube-scheduler's events and
+    ``PodScheduled`` condition: `streams.kube.binder`)."""
+    kubeconfig: str | None = Field(default=None, min_length=1)
+    """With ``apply_target: kubernetes``: the kubeconfig naming the API server; else ``KUBECONFIG``, else the
+    pod's service account (``/var/run/secrets/kubernetes.io/serviceaccount``)."""
 
     security_protocol: SecurityProtocol = "PLAINTEXT"
     """How every Kafka client of eyrie connects: TLS (``SSL``, ``SASL_SSL``) and/or SASL."""
@@ -152,6 +159,11 @@ class Settings(BaseModel):
     def _upper(cls, value: Any) -> Any:
         # Environment variables are often typed in lower case (sasl_ssl, scram-sha-512).
         return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("apply_target", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("web_host")
     @classmethod

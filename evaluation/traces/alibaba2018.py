@@ -44,12 +44,11 @@ from evaluation.traces.common import (
     Report,
     RowError,
     TraceEvent,
-    iter_lines,
+    csv_rows,
     non_negative,
     ordered_rows,
     require_file,
     scan_runs,
-    split_csv,
     timestamp,
     write_log,
 )
@@ -135,12 +134,8 @@ def _machine(fields: list[str], memory_full_scale: int) -> tuple[float, NodeSpec
 
 def _read_meta(path: Path, wanted: set[str], memory_full_scale: int, report: Report) -> dict[str, _Machine]:
     """The latest row of each wanted machine; rows of other machines are not even parsed."""
-    report.phase(f"reading {path.name}", path.stat().st_size)
     machines: dict[str, _Machine] = {}
-    for number, _, text in iter_lines(path, report):
-        if not text.strip():
-            continue
-        fields = split_csv(text)
+    for number, fields in csv_rows(path, report, "reading"):
         if fields[0].strip() not in wanted:
             continue
         try:

@@ -48,7 +48,7 @@ from evaluation.traces.common import (
     Report,
     RowError,
     TraceEvent,
-    iter_lines,
+    csv_rows,
     non_negative,
     ordered_rows,
     require_file,
@@ -158,12 +158,9 @@ def _node(fields: list[str], layout: _Layout) -> NodeSpec:
 
 
 def _nodes(path: Path, layout: _Layout, report: Report) -> Iterator[TraceEvent]:
-    report.phase(f"reading {path.name}", path.stat().st_size)
-    for number, _, text in iter_lines(path, report):
-        if number == 1 or not text.strip():
-            continue
+    for number, fields in csv_rows(path, report, "reading", header_lines=1):
         try:
-            spec = _node(split_csv(text), layout)
+            spec = _node(fields, layout)
         except RowError as exc:
             report.bad(path, number, str(exc))
             continue
@@ -228,10 +225,8 @@ def _pod(fields: list[str], layout: _Layout, created: float) -> PodRequest:
 def _timed_pod_rows(path: Path, layout: _Layout, report: Report) -> Iterator[tuple[float, int, list[str]]]:
     if "creation_time" not in layout.index:
         # An arrival sequence without times: everything at ts 0, in file order.
-        report.phase(f"converting {path.name}", path.stat().st_size)
-        for number, _, text in iter_lines(path, report):
-            if number > 1 and text.strip():
-                yield 0.0, number, split_csv(text)
+        for number, fields in csv_rows(path, report, "converting", header_lines=1):
+            yield 0.0, number, fields
         return
     time_column = layout.index["creation_time"]
     scan = scan_runs(path, time_column, report, header_lines=1)

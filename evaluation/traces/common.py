@@ -34,6 +34,7 @@ __all__ = [
     "RowError",
     "RunScan",
     "TraceEvent",
+    "csv_rows",
     "iter_lines",
     "non_negative",
     "ordered_rows",
@@ -260,6 +261,17 @@ def iter_lines(
             yield number, offset, raw.decode("utf-8", errors="replace")
             offset += len(raw)
             number += 1
+
+
+def csv_rows(
+    path: Path, report: Report, phase: str, *, header_lines: int = 0
+) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, fields)`` of each non-blank row of `path` after its header, read as the report's
+    phase ``"<phase> <file name>"``."""
+    report.phase(f"{phase} {path.name}", path.stat().st_size)
+    for number, _, text in iter_lines(path, report):
+        if number > header_lines and text.strip():
+            yield number, split_csv(text)
 
 
 # --- time ordering -------------------------------------------------------------------------------------

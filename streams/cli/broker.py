@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from schemas.exceptions import EyrieError
+from streams.cli.common import one_line_errors
 from streams.local.broker import DEFAULT_PORT, DEFAULT_SASL_USER, KAFKA_VERSION, LocalBroker, probe_port
 
 __all__ = ["broker_app"]
@@ -35,12 +36,8 @@ DataDirOption = Annotated[
 ]
 
 
-def _fail(error: EyrieError) -> typer.Exit:
-    typer.echo(f"error: {error}", err=True)
-    return typer.Exit(2)
-
-
 @broker_app.command()
+@one_line_errors
 def up(
     port: PortOption = DEFAULT_PORT,
     data_dir: DataDirOption = None,
@@ -72,16 +69,13 @@ def up(
 ) -> None:
     """Start the broker in the background and return once it answers; no-op if it already runs."""
     started = time.monotonic()
-    try:
-        password = _read_password(sasl_password_file) if sasl_password_file is not None else None
-        broker = LocalBroker(
-            port, data_dir, controller_port, sasl_ssl_port=sasl_ssl_port, sasl_users={sasl_username: password}
-        )
-        before = broker.status()
-        bootstrap = broker.up(timeout=timeout)
-        pid = broker.status().pid
-    except EyrieError as error:
-        raise _fail(error) from None
+    password = _read_password(sasl_password_file) if sasl_password_file is not None else None
+    broker = LocalBroker(
+        port, data_dir, controller_port, sasl_ssl_port=sasl_ssl_port, sasl_users={sasl_username: password}
+    )
+    before = broker.status()
+    bootstrap = broker.up(timeout=timeout)
+    pid = broker.status().pid
     elapsed = time.monotonic() - started
     verb = "already up" if before.answering else "up"
     secured = ""
@@ -115,18 +109,16 @@ def _of_data_dir(port: int, data_dir: Path | None) -> LocalBroker:
 
 
 @broker_app.command()
+@one_line_errors
 def down(
     port: PortOption = DEFAULT_PORT,
     data_dir: DataDirOption = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait after SIGTERM before SIGKILL.")] = 15.0,
 ) -> None:
     """Stop the broker (SIGTERM, then SIGKILL after --timeout). Not running is not an error."""
-    try:
-        broker = _of_data_dir(port, data_dir)
-        pid = broker.status().pid
-        stopped = broker.down(timeout=timeout)
-    except EyrieError as error:
-        raise _fail(error) from None
+    broker = _of_data_dir(port, data_dir)
+    pid = broker.status().pid
+    stopped = broker.down(timeout=timeout)
     if stopped:
         typer.echo(f"broker down: {broker.bootstrap} (pid {pid} stopped, data kept in {broker.data_dir})")
     else:
@@ -134,16 +126,14 @@ def down(
 
 
 @broker_app.command()
+@one_line_errors
 def status(port: PortOption = DEFAULT_PORT, data_dir: DataDirOption = None) -> None:
     """Print whether a broker serves the port and who it is; exit 1 unless one answers.
 
     The data directory's own broker first; otherwise whatever answers Kafka metadata requests on the port,
     whichever data directory (EYRIE_HOME), container or person started it."""
-    try:
-        broker = _of_data_dir(port, data_dir)
-        state = broker.status()
-    except EyrieError as error:
-        raise _fail(error) from None
+    broker = _of_data_dir(port, data_dir)
+    state = broker.status()
     where = f"{state.bootstrap} (data: {broker.data_dir}"
     if state.answering:
         typer.echo(f"broker up: {where}, pid {state.pid})")
@@ -169,7 +159,3 @@ def status(port: PortOption = DEFAULT_PORT, data_dir: DataDirOption = None) -> N
     else:
         typer.echo(f"broker down: {where})")
     raise typer.Exit(1)
-
-
-if __name__ == "__main__":
-    broker_app()

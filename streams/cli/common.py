@@ -1,27 +1,40 @@
-"""What every ``eyrie`` command shares: the one-line error contract, settings, options, progress bars."""
+"""What every ``eyrie`` command shares: the one-line error contract, settings, options, progress bars, and
+how the readers print (JSON lines or a table, optionally following their topics)."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 from collections.abc import Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
+import orjson
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from schemas.exceptions import EyrieError
+from schemas.codec import encode
+from schemas.exceptions import EyrieError, InvalidInput
 from streams.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = [
     "BootstrapOption",
     "ConfigOption",
+    "UntilIdleOption",
+    "check_follow",
+    "check_output",
+    "json_line",
     "kafka_options",
     "one_line_errors",
+    "print_table",
     "progress",
     "run",
     "settings_from",
@@ -44,6 +57,12 @@ BootstrapOption = Annotated[
 ]
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", help="Settings file (YAML) (env: EYRIE_CONFIG)")
+]
+UntilIdleOption = Annotated[
+    float | None,
+    typer.Option(
+        "--until-idle", min=0.0, help="With --follow: stop after this many seconds without a new record"
+    ),
 ]
 
 
@@ -169,3 +188,45 @@ def progress() -> Progress:
         transient=True,
         disable=not stderr.is_terminal,
     )
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+def check_output(output: str, *, follow: bool = False) -> None:
+    """--output is json or table, and a table is refused with --follow: it needs every row first."""
+    if output not in ("json", "table"):
+        raise InvalidInput(f"--output: expected json or table, got {output!r}")
+    if follow and output == "table":
+        raise InvalidInput(
+            "--output table: only without --follow (a table needs every row; follow prints JSON)"
+        )
+
+
+def check_follow(command: str, *, follow: bool, from_beginning: bool, until_idle: float | None) -> None:
+    """--until-idle and --from-beginning only with --follow: without it `command` always reads its topics
+    from the beginning to their current end, so they would change nothing, and saying so beats a command
+    that quietly does something else."""
+    if follow:
+        return
+    if until_idle is not None:
+        raise InvalidInput(f"--until-idle: only with --follow (without it, {command} stops at the end)")
+    if from_beginning:
+        raise InvalidInput("--from-beginning: only with --follow (without it, every record is read)")
+
+
+def json_line(document: Any, *, flush: bool = False) -> None:
+    """`document` as one line of JSON on stdout, a pydantic model in its wire form. `flush` for a command
+    that follows its topics: whoever reads the pipe sees each line as it comes."""
+    raw = encode(document) if isinstance(document, BaseModel) else orjson.dumps(document)
+    sys.stdout.write(raw.decode() + "\n")
+    if flush:
+        sys.stdout.flush()
+
+
+def print_table(table: Table) -> None:
+    """`table` on stdout; a pipe gets whole rows (Rich would wrap them at 80 columns)."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=100_000)
+    console.print(table, soft_wrap=True, crop=False)

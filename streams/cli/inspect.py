@@ -10,8 +10,7 @@ running them beside a live pipeline changes nothing. Each prints JSON lines by d
 
 from __future__ import annotations
 
-import sys
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +20,6 @@ import orjson
 import typer
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from schemas.codec import encode
 from schemas.documents import Document, load_documents
 from schemas.events import Binding, BindingResult, DeadLetter
 from schemas.exceptions import InvalidInput
@@ -31,8 +29,13 @@ from schemas.quantity import format_quantity
 from streams.cli.common import (
     BootstrapOption,
     ConfigOption,
+    UntilIdleOption,
+    check_follow,
+    check_output,
+    json_line,
     kafka_options,
     one_line_errors,
+    print_table,
     run,
     settings_from,
 )
@@ -50,6 +53,7 @@ __all__ = [
     "pending",
     "profile_refusal",
     "profiles_app",
+    "send_documents",
     "validated_documents",
 ]
 
@@ -69,24 +73,8 @@ FINAL = frozenset({"applied", "unschedulable", "rejected"})
 # ------------------------------------------------------------------------------------------ output
 
 
-def _output(value: str, *, follow: bool = False) -> str:
-    if value not in ("json", "table"):
-        raise InvalidInput(f"--output: expected json or table, got {value!r}")
-    if follow and value == "table":
-        raise InvalidInput(
-            "--output table: only without --follow (a table needs every row; follow prints JSON)"
-        )
-    return value
-
-
-def _json_line(document: Any) -> None:
-    sys.stdout.write(orjson.dumps(document).decode() + "\n")
-
-
 def _table(columns: Sequence[str], rows: Iterable[Sequence[str]], title: str | None = None) -> None:
-    """A table on stdout; a pipe gets whole rows (Rich would wrap them at 80 columns)."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=title, title_justify="left")
@@ -94,10 +82,7 @@ def _table(columns: Sequence[str], rows: Iterable[Sequence[str]], title: str | N
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*row)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=100_000)
-    console.print(table, soft_wrap=True, crop=False)
+    print_table(table)
 
 
 def _time(at: float | None) -> str:
@@ -201,6 +186,18 @@ def validated_documents(path: Path) -> Iterator[Document]:
         yield document
 
 
+def send_documents(
+    settings: Settings, documents: Iterable[Document], on_sent: Callable[[], None] | None = None
+) -> int:
+    """Publish `documents` through one client, flushed; how many were sent."""
+
+    async def send_all() -> int:
+        async with EyrieClient(settings) as client:
+            return await client.publish_documents(documents, on_sent)
+
+    return run(send_all())
+
+
 @dataclass(slots=True)
 class LoadedProfile:
     """A profile as the workers hold it: built in, or the last valid record of its name on ``config``."""
@@ -284,12 +281,7 @@ def profiles_publish(
         typer.echo(f"{len(documents)} profile{'' if len(documents) == 1 else 's'} valid: {names}")
         return
     settings = settings_from(bootstrap, config)
-
-    async def send_all() -> int:
-        async with EyrieClient(settings) as client:
-            return await client.publish_documents(documents)
-
-    sent = run(send_all())
+    sent = send_documents(settings, documents)
     typer.echo(
         f"published {sent} profile{'' if sent == 1 else 's'} ({names}) to {settings.topic('config')} "
         f"at {settings.bootstrap_servers}"
@@ -311,11 +303,11 @@ def profiles_list(
     record of the name was refused, if it was (workers keep the profile they had). A name whose records were
     all refused is listed with loaded false.
     """
-    _output(output)
+    check_output(output)
     found = run(_loaded_profiles(settings_from(bootstrap, config)))
     if output == "json":
         for entry in found.values():
-            _json_line(entry.summary())
+            json_line(entry.summary())
         return
     _table(
         ("NAME", "SOURCE", "LOADED", "PUBLISHED", "OFFSET", "REFUSED"),
@@ -344,7 +336,7 @@ def profiles_show(
 ) -> None:
     """One profile as workers hold it: its document (JSON), or with --output table its plugins per
     extension point, with score weights and plugin args."""
-    _output(output)
+    check_output(output)
     found = run(_loaded_profiles(settings_from(bootstrap, config)))
     entry = found.get(name)
     if entry is None or entry.document is None:
@@ -352,7 +344,7 @@ def profiles_show(
         why = f"; its records were refused: {entry.refused}" if entry is not None else ""
         raise InvalidInput(f"no profile named {name!r} is loaded (loaded: {known}){why}", field="NAME")
     if output == "json":
-        _json_line({**entry.summary(), "document": entry.document})
+        json_line({**entry.summary(), "document": entry.document})
         return
     _profile_table(entry)
 
@@ -403,12 +395,7 @@ def dead_letters(
             "--from-beginning", help="With --follow: start at the beginning of the topic instead of its end"
         ),
     ] = False,
-    until_idle: Annotated[
-        float | None,
-        typer.Option(
-            "--until-idle", min=0.0, help="With --follow: stop after this many seconds without a new record"
-        ),
-    ] = None,
+    until_idle: UntilIdleOption = None,
     output: OutputOption = "json",
     bootstrap: BootstrapOption = None,
     config: ConfigOption = None,
@@ -420,12 +407,8 @@ def dead_letters(
 
     Without --follow: every dead letter, up to the topic's current end. With --follow: each one as it comes.
     """
-    _output(output, follow=follow)
-    if not follow:
-        if until_idle is not None:
-            raise InvalidInput("--until-idle: only with --follow (without it, dead-letters stops at the end)")
-        if from_beginning:
-            raise InvalidInput("--from-beginning: only with --follow (without it, every record is read)")
+    check_output(output, follow=follow)
+    check_follow("dead-letters", follow=follow, from_beginning=from_beginning, until_idle=until_idle)
     settings = settings_from(bootstrap, config)
 
     async def letters() -> AsyncIterator[DeadLetter]:
@@ -458,9 +441,7 @@ def dead_letters(
             )
             return
         async for letter in letters():
-            sys.stdout.write(encode(letter).decode() + "\n")
-            if follow:
-                sys.stdout.flush()
+            json_line(letter, flush=follow)
 
     run(show())
 
@@ -508,7 +489,7 @@ def nodes(
     from streams.core.ledger import NODES_TABLE, PODS_TABLE, Ledger
     from streams.runtime.app import app_id
 
-    _output(output)
+    check_output(output)
     settings = settings_from(bootstrap, config)
 
     async def read() -> tuple[dict[str, bytes] | None, dict[str, bytes] | None, dict[str, _PublishedNode]]:
@@ -546,9 +527,7 @@ def nodes(
         )
     if output == "json":
         for row in rows:
-            _json_line(
-                {**row, "allocatable": _wire(row["allocatable"]), "allocated": _wire(row["allocated"])}
-            )
+            json_line({**row, "allocatable": _wire(row["allocatable"]), "allocated": _wire(row["allocated"])})
         return
     _table(
         ("NODE", "CLUSTER", "CORDONED", "PODS", "ALLOCATED", "ALLOCATABLE"),
@@ -650,11 +629,11 @@ def pending(
     Derived from the pod-requests, bindings and binding-results topics, read from the beginning. A pod found
     unschedulable is not listed: placement retries it when the cluster changes (`eyrie decisions` shows it).
     """
-    _output(output)
+    check_output(output)
     found = run(_pending(settings_from(bootstrap, config)))
     if output == "json":
         for item in found:
-            _json_line(asdict(item))
+            json_line(asdict(item))
         return
     _table(
         ("NAMESPACE", "NAME", "UID", "PROFILE", "STATE", "NODE", "REQUESTED"),

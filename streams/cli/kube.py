@@ -1,5 +1,6 @@
 """`eyrie kube up|down|status`: the local Kubernetes control plane (etcd and kube-apiserver) that tests and
-demos default to, or the existing cluster that ``--kubeconfig`` / ``KUBECONFIG`` names.
+demos default to, or the existing cluster that ``--kubeconfig`` / ``KUBECONFIG`` names. `eyrie kube bridge`:
+the process that watches a cluster's Nodes and Pods and feeds eyrie's topics (`streams.runtime.kube_bridge`).
 
 `up` prints the kubeconfig's path as its last line of stdout, so ``export KUBECONFIG=$(eyrie kube up |
 tail -1)`` works for both; progress goes to stderr. `status` exits 1 unless the cluster is ready, so
@@ -8,14 +9,20 @@ scripts can tell "down" from "something is wrong" (one ``error: ...`` line, exit
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import TypeAdapter, ValidationError
 
-from schemas.exceptions import EyrieError
-from streams.cli.common import one_line_errors
+from schemas.base import Name
+from schemas.exceptions import ConfigError
+from streams.cli.common import BootstrapOption, ConfigOption, kafka_options, one_line_errors, settings_from
+from streams.kube.api import KubeConfig
+from streams.local import services
 from streams.local.controlplane import (
     DEFAULT_PORT,
     KUBERNETES_VERSION,
@@ -26,11 +33,11 @@ from streams.local.controlplane import (
     resolved_kubeconfig,
 )
 
-__all__ = ["kube_app"]
+__all__ = ["bridge", "kube_app"]
 
 kube_app = typer.Typer(
     help=f"Run a local Kubernetes {KUBERNETES_VERSION} control plane (etcd + kube-apiserver; needs Go and "
-    "OpenSSL; the first `up` builds it).",
+    "OpenSSL; the first `up` builds it), and bridge a cluster into eyrie's topics (`bridge`).",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -104,14 +111,9 @@ def up(
     ok; no-op if it already runs. The last stdout line is the kubeconfig's path."""
     started = time.monotonic()
     if (existing := _existing_cluster(kubeconfig, data_dir, port)) is not None:
-        deadline = time.monotonic() + timeout
-        while not external_answers(existing):
-            if time.monotonic() >= deadline:
-                server = read_access(existing).server
-                raise ControlPlaneError(
-                    f"kubeconfig {existing}: {server} did not answer within {timeout:g} s"
-                )
-            time.sleep(0.5)
+        if not services.poll_until(lambda: external_answers(existing), timeout, 0.5):
+            server = read_access(existing).server
+            raise ControlPlaneError(f"kubeconfig {existing}: {server} did not answer within {timeout:g} s")
         typer.echo(f"existing cluster answers: {read_access(existing).server} (nothing started)")
         typer.echo(existing)
         return
@@ -147,22 +149,19 @@ def down(
 
 
 @kube_app.command()
+@one_line_errors
 def status(data_dir: DataDirOption = None, kubeconfig: KubeconfigOption = None) -> None:
     """Print whether the cluster is ready; exit 1 unless it is."""
-    try:
-        existing = _existing_cluster(kubeconfig, data_dir)
-        if existing is not None:
-            server = read_access(existing).server
-            if external_answers(existing):
-                typer.echo(f"existing cluster answers: {server} (kubeconfig {existing})")
-                return
-            typer.echo(f"existing cluster not answering: {server} (kubeconfig {existing})")
-            raise typer.Exit(1)
-        plane = LocalControlPlane(data_dir)
-        state = plane.status()
-    except EyrieError as error:
-        typer.echo(f"error: {' '.join(str(error).split())}", err=True)
-        raise typer.Exit(2) from None
+    existing = _existing_cluster(kubeconfig, data_dir)
+    if existing is not None:
+        server = read_access(existing).server
+        if external_answers(existing):
+            typer.echo(f"existing cluster answers: {server} (kubeconfig {existing})")
+            return
+        typer.echo(f"existing cluster not answering: {server} (kubeconfig {existing})")
+        raise typer.Exit(1)
+    plane = LocalControlPlane(data_dir)
+    state = plane.status()
     where = f"{plane.server} (data: {plane.data_dir}"
     if state.ready:
         typer.echo(f"control plane up: {where}; kubeconfig {plane.kubeconfig})")
@@ -177,5 +176,167 @@ def status(data_dir: DataDirOption = None, kubeconfig: KubeconfigOption = None) 
     raise typer.Exit(1)
 
 
-if __name__ == "__main__":
-    kube_app()
+# ---------------------------------------------------------------------------------------------- bridge
+
+_NAME: TypeAdapter[str] = TypeAdapter(Name)
+
+
+def _name(value: str, option: str) -> str:
+    """`value` as an eyrie name (a cluster's or a profile's), or a one-line error naming `option`."""
+    try:
+        return _NAME.validate_python(value.strip())
+    except ValidationError:
+        raise ConfigError(f"{option}: {value!r} is not a name (1 to 253 characters)") from None
+
+
+def _profiles(schedulers: list[str], pairs: list[str]) -> dict[str, str]:
+    """Scheduler name → eyrie profile: `DEFAULT_PROFILES` (``eyrie`` → ``default``; any other name its own
+    profile), then each ``--profile-for SCHEDULER=PROFILE``."""
+    from streams.kube.bridge import profile_of
+
+    mapping = {name: profile_of(name) for name in schedulers}
+    for pair in pairs:
+        scheduler, equals, profile = (part.strip() for part in pair.partition("="))
+        if not equals or not scheduler or not profile:
+            raise ConfigError(f"--profile-for: expected SCHEDULER=PROFILE, got {pair!r}")
+        if scheduler not in mapping:
+            raise ConfigError(
+                f"--profile-for: {scheduler!r} is not a --scheduler-name (these are: {', '.join(schedulers)})"
+            )
+        mapping[scheduler] = _name(profile, "--profile-for")
+    return mapping
+
+
+def _bridge_cluster(kubeconfig: str | None) -> tuple[KubeConfig, str]:
+    """The API server to watch, and how it was found: ``--kubeconfig``, else ``KUBECONFIG``, else the local
+    control plane's kubeconfig (`eyrie kube up`), else the pod's service account."""
+    chosen = resolved_kubeconfig(kubeconfig)
+    if chosen is not None:
+        return KubeConfig.from_kubeconfig(
+            chosen
+        ), f"{'--kubeconfig' if kubeconfig else 'KUBECONFIG'} {chosen}"
+    local = LocalControlPlane()
+    if local.kubeconfig.is_file():
+        return KubeConfig.from_kubeconfig(local.kubeconfig), f"local control plane {local.kubeconfig}"
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return KubeConfig.in_cluster(), "service account"
+    raise ControlPlaneError(
+        "no cluster to watch: give --kubeconfig, set KUBECONFIG, start the local control plane (`eyrie kube "
+        "up`), or run in a pod with a service account"
+    )
+
+
+def _log_as_service() -> None:
+    """Log as the worker and the applier do (their lifecycle lines at least), unless told otherwise: the
+    `eyrie` callback counts only top-level commands as services, and it sees ``kube`` here."""
+    from streams.runtime.logs import OFF, EyrieHandler, JsonFormatter, configure_logging
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, EyrieHandler) and handler.levels.own >= OFF:
+            fmt = "json" if isinstance(handler.formatter, JsonFormatter) else "text"
+            configure_logging(level=logging.INFO, fmt=fmt, stream=handler.stream)
+            return
+
+
+@kube_app.command()
+@kafka_options
+@one_line_errors
+def bridge(
+    scheduler_name: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scheduler-name",
+            help="Place the pending pods whose spec.schedulerName is this; repeatable (default: eyrie)",
+        ),
+    ] = None,
+    profile_for: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--profile-for",
+            metavar="SCHEDULER=PROFILE",
+            help="The eyrie profile that places a scheduler name's pods; repeatable (default: eyrie=default, "
+            "and any other --scheduler-name the profile of its own name)",
+        ),
+    ] = None,
+    cluster: Annotated[
+        str, typer.Option("--cluster", help="The eyrie cluster the Nodes are published in")
+    ] = "default",
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(
+            "--kubeconfig",
+            help="The cluster to watch (default: $KUBECONFIG, else the local control plane of `eyrie kube "
+            "up`, else the pod's service account)",
+        ),
+    ] = None,
+    label_selector: Annotated[
+        str | None,
+        typer.Option(
+            "--label-selector",
+            "-l",
+            help="Only Nodes and Pods with these labels (kubectl's -l syntax). Pods outside it are not "
+            "counted on their nodes: for a cluster whose eyrie nodes and all pods on them carry the labels, "
+            "and for tests",
+        ),
+    ] = None,
+    web_port: Annotated[
+        int | None,
+        typer.Option("--web-port", min=1, max=65535, help="Serve /health and /metrics on this port"),
+    ] = None,
+    web_host: Annotated[
+        str | None,
+        typer.Option(
+            "--web-host",
+            help="With --web-port: the address to listen on (env: EYRIE_WEB_HOST; default: 127.0.0.1; "
+            "0.0.0.0 in a container)",
+        ),
+    ] = None,
+    bootstrap: BootstrapOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Watch a Kubernetes cluster's Nodes and Pods and feed eyrie's topics, until Ctrl-C or SIGTERM.
+
+    Nodes become node events; pending pods of --scheduler-name become pod requests, bound pods (whoever
+    bound them) PodBound records, deleted or finished pods deletions. A pod eyrie cannot place (an
+    unreadable quantity, a volume it cannot honour) becomes a dead letter naming the field and a
+    FailedScheduling Warning event on the pod. A restarted bridge reads the topics first and publishes only
+    what changed while it was down.
+    """
+    import asyncio
+
+    from schemas.exceptions import EyrieError
+    from streams.runtime.kube_bridge import BridgeService
+    from streams.runtime.lifecycle import run_until_signal
+
+    schedulers = list(dict.fromkeys(name.strip() for name in scheduler_name or ["eyrie"]))
+    if not all(schedulers):
+        raise ConfigError("--scheduler-name: must not be empty")
+    profiles = _profiles(schedulers, profile_for or [])
+    cluster_name = _name(cluster, "--cluster")
+    if web_host is not None and web_port is None:
+        raise ConfigError("--web-host: only with --web-port (without it no web server runs)")
+    settings = settings_from(bootstrap, config, web_host=web_host)
+    kube, where = _bridge_cluster(kubeconfig)
+    _log_as_service()
+    service = BridgeService(
+        settings,
+        kube,
+        where,
+        schedulers=schedulers,
+        profiles=profiles,
+        cluster=cluster_name,
+        label_selector=label_selector or None,
+        web_port=web_port,
+    )
+    try:
+        signalled = asyncio.run(run_until_signal(service.run()))
+        reason = signalled.name if signalled is not None else "ended"
+    except KeyboardInterrupt:
+        reason = "SIGINT"  # a Ctrl-C before the loop took the signals over
+    except EyrieError as exc:
+        service.lifecycle.stopped(2, f"error: {' '.join(str(exc).split())}")
+        raise
+    except Exception as exc:
+        service.lifecycle.stopped(1, f"crashed: {exc!r}")
+        raise
+    service.lifecycle.stopped(0, reason)

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, ParamSpec, TypeVar
 
-import orjson
 import typer
 
 # Typer vendors Click; its usage errors are only importable from there (typer is pinned exactly).
@@ -21,13 +20,25 @@ from streams.cli.clusters import clusters_app
 from streams.cli.common import (
     BootstrapOption,
     ConfigOption,
+    UntilIdleOption,
+    check_follow,
+    check_output,
+    json_line,
     kafka_options,
     one_line_errors,
+    print_table,
     progress,
     run,
     settings_from,
 )
-from streams.cli.inspect import dead_letters, nodes, pending, profiles_app, validated_documents
+from streams.cli.inspect import (
+    dead_letters,
+    nodes,
+    pending,
+    profiles_app,
+    send_documents,
+    validated_documents,
+)
 from streams.cli.kube import kube_app
 from streams.cli.pipeline import applier, record, replay, worker
 from streams.cli.trace import trace_app
@@ -51,7 +62,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(broker_app, name="broker", help="Run a local single-node Kafka broker (KRaft).")
-app.add_typer(kube_app, name="kube", help="Run a local Kubernetes control plane (etcd + kube-apiserver).")
+app.add_typer(
+    kube_app,
+    name="kube",
+    help="Kubernetes: a local control plane, and the bridge that feeds a cluster's nodes and pods to eyrie.",
+)
 schema_app = typer.Typer(help="JSON Schemas of the wire models.", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
@@ -120,15 +135,10 @@ def publish(
         typer.echo(f"{total} documents valid")
         return
     settings = settings_from(bootstrap, config)
-
-    async def send_all() -> int:
-        async with EyrieClient(settings) as client:
-            with progress() as bar:
-                task = bar.add_task("publishing", total=total)
-                documents = (document for path in files for document in validated_documents(path))
-                return await client.publish_documents(documents, on_sent=lambda: bar.advance(task))
-
-    sent = run(send_all())
+    documents = (document for path in files for document in validated_documents(path))
+    with progress() as bar:
+        task = bar.add_task("publishing", total=total)
+        sent = send_documents(settings, documents, on_sent=lambda: bar.advance(task))
     typer.echo(f"published {sent} record{'' if sent == 1 else 's'} to {settings.bootstrap_servers}")
 
 
@@ -146,12 +156,7 @@ def decisions(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing results as they arrive")
     ] = False,
-    until_idle: Annotated[
-        float | None,
-        typer.Option(
-            "--until-idle", min=0.0, help="With --follow: stop after this many seconds without a new record"
-        ),
-    ] = None,
+    until_idle: UntilIdleOption = None,
     output: Annotated[
         str,
         typer.Option(
@@ -168,19 +173,8 @@ def decisions(
     order. With --follow: a line each time a pod gets a result (applied, conflict, rejected, unschedulable)
     or is deleted.
     """
-    if output not in ("json", "table"):
-        raise InvalidInput(f"--output: expected json or table, got {output!r}")
-    if not follow:
-        # Without --follow the topics are always read from the beginning and up to their end, so these
-        # would change nothing; saying so beats a command that quietly does something else.
-        if until_idle is not None:
-            raise InvalidInput("--until-idle: only with --follow (without it, decisions stops at the end)")
-        if from_beginning:
-            raise InvalidInput("--from-beginning: only with --follow (without it, every record is read)")
-    elif output == "table":
-        raise InvalidInput(
-            "--output table: only without --follow (a table needs every row; follow prints JSON)"
-        )
+    check_output(output, follow=follow)
+    check_follow("decisions", follow=follow, from_beginning=from_beginning, until_idle=until_idle)
     settings = settings_from(bootstrap, config)
 
     async def stream() -> None:
@@ -192,16 +186,13 @@ def decisions(
                 _print_table([decision async for decision in found])
                 return
             async for decision in found:
-                sys.stdout.write(orjson.dumps(decision.to_json()).decode() + "\n")
-                if follow:
-                    sys.stdout.flush()
+                json_line(decision.to_json(), flush=follow)
 
     run(stream())
 
 
 def _print_table(found: list[Decision]) -> None:
-    """The decisions as a table on stdout; a pipe gets whole rows (Rich would wrap them at 80 columns)."""
-    from rich.console import Console
+    """The decisions as a table on stdout."""
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -218,10 +209,7 @@ def _print_table(found: list[Decision]) -> None:
             decision.time or "",
             "; ".join(decision.reasons),
         )
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=100_000)
-    console.print(table, soft_wrap=True, crop=False)
+    print_table(table)
 
 
 @app.command()
@@ -258,7 +246,7 @@ def explain(
     from policies.explain import explain_files
 
     result = explain_files(nodes, pod, profile, scheduler_name)
-    sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
+    json_line(result.to_json())
 
 
 @app.command()
@@ -381,7 +369,7 @@ def evaluate(
                 setup_tbesk, out, lambda what: bar.update(task, description=what)
             )
         typer.echo(text)
-        sys.stdout.write(orjson.dumps(result.summary()).decode() + "\n")
+        json_line(result.summary())
         return
     if trace is None:
         raise InvalidInput("--trace: required by the portrait experiment")
@@ -402,7 +390,7 @@ def evaluate(
     written = write_portrait_report(results, out, context)
     typer.echo((out / "results.md").read_text().split("\n\n", 1)[-1].rstrip())
     typer.echo(f"wrote {', '.join(str(path) for path in written)}")
-    sys.stdout.write(orjson.dumps({r.profile: r.metrics() for r in results}).decode() + "\n")
+    json_line({r.profile: r.metrics() for r in results})
 
 
 def _check_out_directory(out: Path) -> None:
@@ -470,7 +458,7 @@ def _evaluate_all(
         typer.echo(portrait_table(result).rstrip())
     typer.echo(f"wall time: {result.seconds['total']:.1f} s")
     typer.echo(f"wrote {', '.join(str(path) for path in written)}")
-    sys.stdout.write(orjson.dumps(result.summary()).decode() + "\n")
+    json_line(result.summary())
 
 
 @topics_app.command("create")
@@ -538,7 +526,3 @@ def main() -> None:
     except typer.Abort:
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
-
-
-if __name__ == "__main__":
-    main()

@@ -8,14 +8,13 @@ import errno
 import signal
 import socket
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from schemas.eventlog import EventLogWriter, read_events, replacing_text
-from schemas.exceptions import ConfigError
+from schemas.exceptions import ConfigError, KubeApiError
 from streams.cli.common import (
     BootstrapOption,
     ConfigOption,
@@ -24,10 +23,14 @@ from streams.cli.common import (
     progress,
     settings_from,
 )
+from streams.settings import Settings
 
 __all__ = ["applier", "record", "replay", "worker"]
 
 _REFUSED_SHOWN = 20  # the rest are counted: a log of garbage must not flood the terminal
+
+_KUBE_PROBE_S = 10.0
+"""How long `eyrie applier --target kubernetes` waits for each of its start-up questions to the API server."""
 
 RECORDABLE = ("metrics", "node-events", "pod-requests", "config")
 
@@ -62,8 +65,38 @@ def _check_port_free(host: str, port: int) -> None:
             raise ConfigError(f"--web-port: cannot listen on {host}:{port}: {reason}") from None
 
 
+def _check_kubernetes(settings: Settings) -> None:
+    """Fail now, in one line naming the kubeconfig, if the applier could not bind through the API server:
+    not found, unreachable, or an account without the RBAC the applier needs."""
+    from streams.kube.api import KubeApi
+    from streams.kube.binder import check_access, resolve_kube_config
+
+    kube, source = resolve_kube_config(settings.kubeconfig)
+
+    async def missing_permissions() -> list[str]:
+        async with KubeApi(kube, request_timeout=_KUBE_PROBE_S) as api:
+            return await check_access(api)
+
+    try:
+        missing = asyncio.run(missing_permissions())
+    except KubeApiError as exc:
+        raise ConfigError(
+            f"--target kubernetes: {source}: API server {kube.server} unusable: {exc}"
+        ) from None
+    if missing:
+        raise ConfigError(
+            f"--target kubernetes: {source}: the account may not {', '.join(missing)} "
+            "(the applier's RBAC is in docs/deployment.md)"
+        )
+
+
 def _run_role(
-    role: str, bootstrap: str | None, config: Path | None, web_port: int | None, web_host: str | None
+    role: str,
+    bootstrap: str | None,
+    config: Path | None,
+    web_port: int | None,
+    web_host: str | None,
+    **flags: Any,
 ) -> None:
     from streams.runtime.app import create_app, run_app
     from streams.runtime.topics import ensure_topics
@@ -72,7 +105,11 @@ def _run_role(
         raise ConfigError(f"--web-port: {web_port} is not a TCP port (1-65535)")
     if web_host is not None and web_port is None:
         raise ConfigError("--web-host: only with --web-port (without it no web server runs)")
-    settings = settings_from(bootstrap, config, web_host=web_host)
+    settings = settings_from(bootstrap, config, web_host=web_host, **flags)
+    if flags.get("kubeconfig") is not None and settings.apply_target != "kubernetes":
+        raise ConfigError("--kubeconfig: only with --target kubernetes (the ledger target binds nothing)")
+    if role == "applier" and settings.apply_target == "kubernetes":
+        _check_kubernetes(settings)
     if web_port is not None:
         _check_port_free(settings.web_host, web_port)
     asyncio.run(ensure_topics(settings))  # a Faust agent on a missing topic subscribes to nothing
@@ -98,34 +135,31 @@ def applier(
     config: ConfigOption = None,
     web_port: WebPort = None,
     web_host: WebHost = None,
+    apply_target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            help="ledger: commit bindings to the ledger only; kubernetes: also bind the pods through the "
+            "API server, with kube-scheduler's events and conditions (env: EYRIE_APPLY_TARGET; default: "
+            "ledger)",
+        ),
+    ] = None,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(
+            "--kubeconfig",
+            help="With --target kubernetes: the cluster's kubeconfig (env: EYRIE_KUBECONFIG; default: "
+            "$KUBECONFIG, else the pod's service account)",
+        ),
+    ] = None,
 ) -> None:
-    """Run the applier: commits bindings against its ledger and reports results."""
-    _run_role("applier", bootstrap, config, web_port, web_host)
-
-
-async def _until_signal(coroutine: Coroutine[Any, Any, object]) -> signal.Signals | None:
-    """Run `coroutine` to its end, or until SIGINT or SIGTERM cancels it (it cleans up when cancelled; a
-    second signal cancels the clean-up): the signal, or None."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(coroutine)
-    received: list[signal.Signals] = []
-
-    def stop(signum: signal.Signals) -> None:
-        received.append(signum)
-        task.cancel()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop, signum)
-    try:
-        await task
-    except asyncio.CancelledError:
-        if not received:
-            raise
-        return received[0]
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-    return None
+    """Run the applier: commits bindings against its ledger (and, with --target kubernetes, binds the pods)
+    and reports results."""
+    if apply_target is not None and apply_target.strip().lower() not in ("ledger", "kubernetes"):
+        raise ConfigError(f"--target: expected ledger or kubernetes, got {apply_target!r}")
+    _run_role(
+        "applier", bootstrap, config, web_port, web_host, apply_target=apply_target, kubeconfig=kubeconfig
+    )
 
 
 @kafka_options
@@ -147,6 +181,7 @@ def replay(
 ) -> None:
     """Replay a recorded event log, live through Kafka or --offline in process (same decisions)."""
     from streams.recording.replay import ReplayStats, replay_live, replay_offline, write_decisions
+    from streams.runtime.lifecycle import run_until_signal
 
     if out is not None and not offline:
         raise ConfigError("--out: only with --offline (live decisions come from `eyrie decisions`)")
@@ -178,7 +213,7 @@ def replay(
                 live = replay_live(
                     log, settings, speed=speed, rate=rate, on_event=lambda: bar.advance(task), stats=stats
                 )
-                signalled = asyncio.run(_until_signal(live))
+                signalled = asyncio.run(run_until_signal(live))
         if offline:
             write_decisions(result.decisions, sink)
     if signalled is not None:
@@ -246,6 +281,7 @@ def record(
     Lines are flushed as they come; Ctrl-C or SIGTERM ends the log properly."""
     from streams.client import EyrieClient
     from streams.recording.record import SOURCES, record_sequencer, record_topics
+    from streams.runtime.lifecycle import run_until_signal
 
     if source not in SOURCES:
         raise ConfigError(f"--source: {source!r} is not one of {', '.join(SOURCES)}")
@@ -281,7 +317,7 @@ def record(
                     )
 
     try:
-        signalled = asyncio.run(_until_signal(go()))
+        signalled = asyncio.run(run_until_signal(go()))
     except KeyboardInterrupt:  # before the handlers were in place
         signalled = signal.SIGINT
     count = written[0].count if written else 0

@@ -175,7 +175,3 @@ def convert(
     hidden = summary.bad_row_count - min(show_bad, len(summary.bad_rows))
     if hidden > 0 and show_bad > 0:
         typer.echo(f"  … and {hidden} more bad rows", err=True)
-
-
-if __name__ == "__main__":
-    trace_app()

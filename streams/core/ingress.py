@@ -23,7 +23,7 @@ from policies.framework.profile import parse_profile
 from schemas.events import BindingResult, DeadLetter, MetricSample
 from schemas.exceptions import EyrieError, InvalidInput
 from schemas.node import NodeEvent
-from schemas.pod import PodDeleted, PodRequest
+from schemas.pod import PodBound, PodDeleted, PodRequest
 from streams.core.decoders import dead_letter, decode_record, json_arrays
 from streams.core.sequencer import Envelope, Kind, Watermark, encode_envelope, encode_envelopes
 
@@ -33,6 +33,7 @@ __all__ = [
     "SEQ_HEADER",
     "TS_HEADER",
     "Headers",
+    "bound_error",
     "config_envelope",
     "envelope_from_model",
     "envelope_from_record",
@@ -120,7 +121,7 @@ def watermark_from_record(value: bytes | None) -> Watermark:
 
 def event_time(value: object, fallback: float) -> float:
     """The time a validated input happened: its own timestamp where the model has one, else `fallback`."""
-    if isinstance(value, MetricSample | PodDeleted):
+    if isinstance(value, MetricSample | PodDeleted | PodBound):
         return value.ts
     if isinstance(value, NodeEvent) and value.ts is not None:
         return value.ts
@@ -129,6 +130,18 @@ def event_time(value: object, fallback: float) -> float:
     if isinstance(value, BindingResult) and value.at:
         return value.at
     return fallback
+
+
+def bound_error(bound: PodBound, key: bytes | None) -> str | None:
+    """Why a valid `PodBound` record cannot be counted, or None. It is keyed by its uid, as the pod's own
+    requests and deletion are, so all three reach placement in their order; and it is one pod on one node,
+    never a workload to divide."""
+    if key != bound.uid.encode():
+        actual = key.decode("utf-8", errors="backslashreplace")[:64] if key is not None else None
+        return f"key: record key {actual!r} does not match {bound.uid[:64]!r}"
+    if bound.pod.replicas != 1:
+        return f"pod.replicas: a pod bound to a node is one pod, not {bound.pod.replicas} replicas"
+    return None
 
 
 def envelope_from_record(
@@ -162,6 +175,10 @@ def envelope_from_record(
     if decoded.dead_letter is not None:
         return decoded.dead_letter
     model = decoded.value
+    if isinstance(model, PodBound):
+        refusal = bound_error(model, key)
+        if refusal is not None:
+            return dead_letter(topic, partition, offset, key, value, refusal)
     ts = replay_ts if replay_ts is not None else min(event_time(model, clock), clock)
     envelope = envelope_from_model(
         model, ts, source, math.inf if seq is None else seq, -1 if offset is None else offset
@@ -182,6 +199,8 @@ def envelope_from_model(
         kind = Kind.POD
     elif isinstance(model, PodDeleted):
         kind = Kind.DELETE
+    elif isinstance(model, PodBound):
+        kind = Kind.BOUND
     elif isinstance(model, NodeEvent):
         kind = Kind.NODE
     elif isinstance(model, BindingResult) and model.status != "unschedulable":

@@ -9,8 +9,9 @@ assignment, which is exactly one changelog record. Nothing here imports Faust or
 tested, property-checked and timed in isolation.
 
 Node entry: ``{"allocatable": {resource: int}, "cordoned": bool}``. Pod entry: ``{"node": str | None,
-"requests": {resource: int}, "attempt": int, "state": "bound" | "released" | "deleted", "at": float}``.
-Amounts are base units (cpu in millicores), as in ``schemas.quantity``.
+"requests": {resource: int}, "attempt": int, "state": "bound" | "released" | "deleted", "at": float}``, and
+``"reported": float`` (the report's ts) on a pod the ledger booked from a `PodBound`. Amounts are base units
+(cpu in millicores), as in ``schemas.quantity``.
 
 A node's allocation is not written anywhere: it is the sum of the pods bound to it, kept in memory and
 recounted from the pod entries when the ledger is built and by `Ledger.recount` (the applier calls it once
@@ -19,19 +20,22 @@ two writes can leave a node counting a pod that has no entry (or the reverse).
 
 Rules (see ``Ledger.apply``): a binding commits only while it fits the node's allocatable under the hard
 limits, a uid is booked on at most one node however often its binding is delivered, and a deleted uid is
-not booked again while its entry is kept (`Ledger.forget_deleted` drops it after a retention).
+not booked again while its entry is kept (`Ledger.forget_deleted` drops it after a retention). A pod bound
+by someone else (`Ledger.book`) is booked whatever room it leaves: it runs there, and bindings that would
+over-commit the node with it are refused.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, MutableMapping
-from typing import Final, Literal, TypedDict
+from typing import Final, Literal, NotRequired, TypedDict
 
 import orjson
 
 from schemas.events import Binding, BindingResult, BindingStatus
 from schemas.node import NodeEvent, NodeSpec
+from schemas.pod import PodBound
 
 __all__ = [
     "NODES_TABLE",
@@ -83,6 +87,8 @@ class PodEntry(TypedDict):
     attempt: int
     state: PodState
     at: float
+    reported: NotRequired[float]
+    """The ts of the latest `PodBound` booked for the pod (`Ledger.book`)."""
 
 
 def insufficient(resource: str) -> str:
@@ -137,11 +143,9 @@ def _add(allocated: dict[str, int], requests: dict[str, int]) -> None:
     allocated[PODS] = allocated.get(PODS, 0) + 1
 
 
-def _booked(binding: Binding) -> dict[str, int]:
+def _booked(requests: dict[str, int]) -> dict[str, int]:
     # Only positive amounts are booked: zeros change nothing, and the pod count is the ledger's own.
-    return {
-        resource: amount for resource, amount in binding.requests.items() if amount > 0 and resource != PODS
-    }
+    return {resource: amount for resource, amount in requests.items() if amount > 0 and resource != PODS}
 
 
 class Ledger:
@@ -296,7 +300,7 @@ class Ledger:
         if raw_node is None:
             return self._result(binding, now, "conflict", [REASON_NODE_NOT_FOUND])
         node: NodeEntry = orjson.loads(raw_node)
-        requests = _booked(binding)
+        requests = _booked(binding.requests)
         allocated = self._allocated.setdefault(binding.node, {PODS: 0})
         reasons = _shortfalls(node["allocatable"], allocated, requests)
         if reasons:
@@ -306,6 +310,36 @@ class Ledger:
         )
         _add(allocated, requests)
         return self._result(binding, now, "applied")
+
+    def book(self, bound: PodBound, now: float) -> bool:
+        """Book a pod bound by someone else on its node, whatever room it leaves; returns whether the ledger
+        changed. Idempotent per uid: a report of the pod as it is booked changes nothing; of other requests
+        (a resize), they replace the booked ones; of another node, the pod moves there and frees the node
+        it was on (placement's binding of the uid, which the API server did not follow). A deleted uid is
+        not booked again, as its bindings are not; nor is a report older than the one booked, which placement
+        sends on two partitions when the pod moves (`streams.core.shard.Counted`). The node need not be
+        known yet: its allocation counts the pod from the moment it is."""
+        uid, node = bound.uid, bound.node
+        requests = _booked(bound.pod.effective_requests)
+        attempt = 0
+        raw = self._pods.get(uid)
+        if raw is not None:
+            pod: PodEntry = orjson.loads(raw)
+            if pod["state"] == "deleted" or bound.ts < pod.get("reported", -1.0):
+                return False
+            if pod["state"] == "bound" and pod["node"] == node and pod["requests"] == requests:
+                if pod.get("reported", -1.0) < bound.ts:
+                    pod["reported"] = bound.ts
+                    self._pods[uid] = orjson.dumps(pod)
+                return False
+            if pod["state"] == "bound" and pod["node"] is not None:
+                self._release(pod["node"], pod["requests"])
+            attempt = pod["attempt"]  # a binding of placement's still in flight stays as stale as it was
+        entry = PodEntry(node=node, requests=requests, attempt=attempt, state="bound", at=now)
+        entry["reported"] = bound.ts
+        self._pods[uid] = orjson.dumps(entry)
+        _add(self._allocated.setdefault(node, {PODS: 0}), requests)
+        return True
 
     def delete(self, uid: str, now: float) -> str | None:
         """Release the pod's allocation and remember the uid as deleted, so a binding that arrives later
@@ -328,6 +362,23 @@ class Ledger:
         if released_from is not None:
             self._release(released_from, pod["requests"])
         return released_from
+
+    def release(self, uid: str, now: float) -> str | None:
+        """Undo a commit that the applier's target refused (Kubernetes' pods/binding found the pod bound
+        elsewhere): the entry is marked released, as `remove_node` marks its pods, and the node's room is
+        freed, so a later attempt may commit the pod again. Returns the node it was bound to, or None when it
+        was not bound (nothing changes)."""
+        raw = self._pods.get(uid)
+        if raw is None:
+            return None
+        pod: PodEntry = orjson.loads(raw)
+        if pod["state"] != "bound" or pod["node"] is None:
+            return None
+        pod["state"] = "released"
+        pod["at"] = now
+        self._pods[uid] = orjson.dumps(pod)
+        self._release(pod["node"], pod["requests"])
+        return pod["node"]
 
     # -------------------------------------------------------------------------------------- reporting
 

@@ -32,7 +32,7 @@ from schemas.codec import model_from_mapping, to_jsonable
 from schemas.events import BindingResult
 from schemas.exceptions import InvalidInput
 from schemas.node import NodeEvent
-from schemas.pod import PodDeleted, PodRequest
+from schemas.pod import PodBound, PodDeleted, PodRequest
 from streams.core.metrics import NodeSummary, WorkloadSummary
 
 __all__ = [
@@ -53,6 +53,8 @@ class Kind(StrEnum):
     NODE = "node"
     POD = "pod"
     DELETE = "delete"
+    BOUND = "bound"
+    """A pod bound to a node by someone else (`PodBound`): counted there, never placed."""
     SUMMARY = "summary"
     WORKLOAD = "workload"
     RESULT = "result"
@@ -145,6 +147,7 @@ _VALUE_READERS: dict[Kind, Any] = {
     Kind.NODE: lambda data: model_from_mapping(NodeEvent, data, prefix="value"),
     Kind.POD: lambda data: model_from_mapping(PodRequest, data, prefix="value"),
     Kind.DELETE: lambda data: model_from_mapping(PodDeleted, data, prefix="value"),
+    Kind.BOUND: lambda data: model_from_mapping(PodBound, data, prefix="value"),
     Kind.RESULT: lambda data: model_from_mapping(BindingResult, data, prefix="value"),
     Kind.SUMMARY: NodeSummary.from_json,
     Kind.WORKLOAD: WorkloadSummary.from_json,

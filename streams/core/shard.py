@@ -13,6 +13,15 @@ on any node of the shard, as it always was. A workload (``replicas`` > 1) is pla
 among the shard's clusters (all of them, or the one its ``eyrie.io/cluster`` label pins), and each replica
 is placed on a node of its cluster. The placer keeps one resource summary per cluster, fed by the same
 envelopes (every pod counts, single or replica), and re-divides replicas that are lost.
+
+Pods bound by others (`PodBound`: another scheduler, a DaemonSet, a ``nodeName`` set by hand, or the API
+server reporting placement's own binding) are facts, counted on their node whatever room they leave. Where
+placement holds the uid on that node it is its own pod, confirmed (or re-counted, when its requests
+changed); where it holds or queues the uid otherwise, the API server wins: placement lets its assumption or
+queue entry go and the pod becomes another's. Another's pod is never queued, bound, answered or requeued
+when its node goes; a `PodDeleted` of its uid releases it. A report of a node the shard does not know yet is
+held until the node comes (`BOUND_HELD_LIMIT` of them at most; past that, refused). Each counted report
+goes on to the applier (`Counted`), whose ledger books it too.
 """
 
 from __future__ import annotations
@@ -29,12 +38,17 @@ from policies.scheduler import Evicted, Outcome, Placed, Scheduler, Unschedulabl
 from schemas.events import Binding, BindingResult
 from schemas.exceptions import EyrieError
 from schemas.node import NodeEvent
-from schemas.pod import PodDeleted, PodRequest
+from schemas.pod import PodBound, PodDeleted, PodRequest
 from streams.core.ledger import bound_node
 from streams.core.metrics import NodeSummary
 from streams.core.sequencer import TIMEOUT_KEY, Envelope, Kind, ReorderBuffer
 
-__all__ = ["Output", "Refused", "Release", "Shard"]
+__all__ = ["BOUND_HELD_LIMIT", "Counted", "Output", "Refused", "Release", "Shard"]
+
+BOUND_HELD_LIMIT = 10_000
+"""The most reports of pods bound to nodes a shard does not know yet that it holds for their nodes: a node
+announced late (node events and pods travel different topics) is the reason to hold them, and a stream of
+reports naming nodes that never come must not take the worker's memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +68,31 @@ class Release:
     node: str
 
 
-Output = Binding | BindingResult | Release | Refused
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """A pod bound by someone else that placement now counts on ``bound.node``: the applier's ledger books
+    it too. It travels on the bindings partition of `via`, the pod's node; and, when placement held the uid
+    on another node until then, once more on that node's partition, after any binding placement sent there
+    for it, so the ledger's booking moves the pod off that node whichever partition it reads first. (A
+    `PodDeleted` there could instead be read after the booking, and release the pod from its real node.)"""
+
+    bound: PodBound
+    via: str
+
+
+Output = Binding | BindingResult | Release | Refused | Counted
 """Bindings, unschedulable verdicts, releases of pods placement had assumed or bound (deleted, or
-preempted), and inputs that could not apply."""
+preempted), inputs that could not apply, and pods bound by others that placement counted."""
+
+
+def _counts_alike(held: PodRequest, reported: PodRequest) -> bool:
+    """Whether a report changes nothing placement counts of the pod: requests, limits, ports, labels."""
+    return (
+        held.effective_requests == reported.effective_requests
+        and held.effective_limits == reported.effective_limits
+        and held.host_ports == reported.host_ports
+        and held.labels == reported.labels
+    )
 
 
 def _reason_kinds(reasons: tuple[str, ...]) -> tuple[str, ...]:
@@ -80,6 +116,11 @@ class Shard:
         self.pods: dict[str, PodRequest] = {}
         """Every single pod placement still owns (queued, assumed or bound), for requeueing it after a
         conflict. Workloads and their replicas are the placer's."""
+        self.foreign: dict[str, PodBound] = {}
+        """Pods bound by others that placement counts (uid → the latest report): not placement's to
+        place, answer or requeue."""
+        self._unplaced_bound: dict[str, PodBound] = {}
+        """Reports of pods bound to nodes the shard does not know yet (uid → report, oldest first)."""
         self._verdicts: dict[str, tuple[str, ...]] = {}
         self._removed_nodes: set[str] = set()
         """Nodes deleted (and not added again): the applier may hold a pod on one until it sees the
@@ -149,10 +190,17 @@ class Shard:
                     releases.append(Refused(envelope, refusal))
                 else:
                     settled = self._node_event(value, now)
+                    if value.type == "upsert" and self._unplaced_bound:
+                        outcomes, counted = self._bound_waiting_for(value.node.name, now)
+                        releases += counted
             case Kind.POD:
                 if value.replicas > 1 or placer.workload(value.uid) is not None:
                     settled = self._workload(value, now)
-                elif value.uid not in self.pods and placer.replica(value.uid) is None:
+                elif (
+                    value.uid not in self.pods
+                    and value.uid not in self.foreign  # running already, bound by someone else
+                    and placer.replica(value.uid) is None
+                ):
                     self.pods[value.uid] = value
                     outcomes = scheduler.add_pod(value, now)
                 else:
@@ -162,6 +210,8 @@ class Shard:
                     settled = self._delete_replicas(value.uid, now)
                 else:
                     self.pods.pop(value.uid, None)
+                    self.foreign.pop(value.uid, None)
+                    self._unplaced_bound.pop(value.uid, None)
                     self._verdicts.pop(value.uid, None)
                     record = scheduler.snapshot.pods.get(value.uid)
                     if record is not None:
@@ -169,6 +219,9 @@ class Shard:
                         releases.append(Release(PodDeleted(uid=value.uid, ts=max(now, 0.0)), node))
                     placer.released(value.uid)
                     outcomes = scheduler.delete_pod(value.uid, now)
+            case Kind.BOUND:
+                outcomes, counted = self._bound(envelope, now)
+                releases += counted
             case Kind.SUMMARY:
                 self._summary(value)
             case Kind.WORKLOAD:
@@ -212,6 +265,11 @@ class Shard:
             return []
         if event.type == "delete":
             lost = self._single_pods_on(name)
+            for uid in self._foreign_on(name):
+                # Gone with its node (the API server deletes the pods of a deleted node): not requeued, it is
+                # not placement's; counted again if it is reported bound again.
+                del self.foreign[uid]
+                self.counters["bound_lost_node"] += 1
             self._removed_nodes.add(name)
             settled = placer.remove_node(name, now)
             # Like a controller recreating a pod whose node went away, but under the pod's own uid: the
@@ -238,6 +296,99 @@ class Shard:
             if pod is not None:
                 lost.append((pod, snapshot.pods[uid].attempt))
         return lost
+
+    def _foreign_on(self, name: str) -> list[str]:
+        snapshot = self.scheduler.snapshot
+        row = snapshot.index.get(name)
+        if row is None or not self.foreign:
+            return []
+        return sorted(uid for uid in snapshot.pods_on_row[row] if uid in self.foreign)
+
+    def _bound(self, envelope: Envelope, now: float) -> tuple[list[Outcome], list[Output]]:
+        """A pod bound by someone else: counted on its node (see the module docstring), held for a node
+        the shard does not know yet, or refused where the uid is one of placement's workloads."""
+        bound: PodBound = envelope.value
+        uid, placer = bound.uid, self.placer
+        if placer.workload(uid) is not None:
+            return [], [Refused(envelope, f"uid: {uid!r} names a workload placement divides, not one pod")]
+        if placer.replica(uid) is not None:
+            # Replicas are the placer's, which moves them only by its own divisions: a replica bound where
+            # placement did not put it is reported, not followed.
+            held_on = self._assumed_on(uid)
+            if held_on != bound.node:
+                where = f"holds it on {held_on!r}" if held_on is not None else "has not placed it"
+                reason = f"node: {uid!r} is a replica placement {where}, not on {bound.node!r}"
+                return [], [Refused(envelope, reason)]
+            placer.confirm(uid)  # placement's own binding of the replica, reported back
+            return [], [Counted(bound, bound.node)]
+        row = self.scheduler.snapshot.index.get(bound.node)
+        if row is None:
+            return self._hold_bound(envelope)
+        self._unplaced_bound.pop(uid, None)
+        return self._count_bound(bound, row, now)
+
+    def _hold_bound(self, envelope: Envelope) -> tuple[list[Outcome], list[Output]]:
+        bound: PodBound = envelope.value
+        held = self._unplaced_bound
+        if bound.uid not in held and len(held) >= BOUND_HELD_LIMIT:
+            reason = (
+                f"node: unknown node {bound.node!r}, and {BOUND_HELD_LIMIT:,} pods bound elsewhere "
+                "already wait for their nodes"
+            )
+            return [], [Refused(envelope, reason)]
+        held.pop(bound.uid, None)  # the latest report of the uid is the one that counts
+        held[bound.uid] = bound
+        self.counters["bound_held"] += 1
+        return [], []
+
+    def _bound_waiting_for(self, name: str, now: float) -> tuple[list[Outcome], list[Output]]:
+        """The held reports of pods bound to `name`, counted now that the node is known, in arrival order."""
+        row = self.scheduler.snapshot.index.get(name)
+        outcomes: list[Outcome] = []
+        counted: list[Output] = []
+        if row is None:
+            return outcomes, counted
+        for bound in [bound for bound in self._unplaced_bound.values() if bound.node == name]:
+            del self._unplaced_bound[bound.uid]
+            more, said = self._count_bound(bound, row, now)
+            outcomes += more
+            counted += said
+        return outcomes, counted
+
+    def _count_bound(self, bound: PodBound, row: int, now: float) -> tuple[list[Outcome], list[Output]]:
+        uid, node = bound.uid, bound.node
+        scheduler, placer = self.scheduler, self.placer
+        record = scheduler.snapshot.pods.get(uid)
+        held_on = scheduler.snapshot.names[record.row] if record is not None else None
+        own = uid in self.pods
+        if record is not None and held_on == node and _counts_alike(record.info.pod, bound.pod):
+            if own:
+                placer.confirm(uid)  # placement's own binding, as the API server reports it back
+            else:
+                self.foreign[uid] = bound
+            self.counters["bound_known"] += 1
+            return [], [Counted(bound, node)]
+        # Counted as it is reported, bound, whatever room it leaves: dropping whatever placement assumed or
+        # queued for the uid, which the API server's word overrides.
+        outcomes = scheduler.adopt(bound.pod, row, now, record.attempt if record is not None else 0)
+        placer.adopted(uid, node)
+        placer.confirm(uid)
+        counted: list[Output] = [Counted(bound, node)]
+        if held_on is not None and held_on != node:
+            counted.append(Counted(bound, held_on))
+        if own and held_on == node:
+            self.pods[uid] = bound.pod  # placement's own pod, resized in place
+            self.counters["bound_resized"] += 1
+            return outcomes, counted
+        if own:
+            del self.pods[uid]  # bound elsewhere by someone else: another's pod from now on
+            self._verdicts.pop(uid, None)
+            self.counters["bound_taken_over"] += 1
+        else:
+            key = "bound_resized" if uid in self.foreign and held_on == node else "bound_counted"
+            self.counters[key] += 1
+        self.foreign[uid] = bound
+        return outcomes, counted
 
     def _workload(self, pod: PodRequest, now: float) -> list[Outcome]:
         """A workload's request: placed the first time, rescaled when its replicas change, else a

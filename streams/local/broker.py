@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -26,12 +25,10 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import struct
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -39,6 +36,8 @@ from importlib import resources
 from pathlib import Path
 
 from schemas.exceptions import BrokerError, ToolMissing
+from streams.local import services
+from streams.local.services import HOST, free_port, free_ports
 
 __all__ = [
     "COMPILER_NICE",
@@ -67,7 +66,6 @@ log = logging.getLogger(__name__)
 
 KAFKA_VERSION = "3.9.1"
 DEFAULT_PORT = 9092
-HOST = "127.0.0.1"
 # The testcontainers Kafka module drives Confluent's image entry scripts, so an apache/kafka image would
 # not boot under it; 7.7.1 ships Kafka 3.7 and supports KRaft.
 TESTCONTAINERS_IMAGE = "confluentinc/cp-kafka:7.7.1"
@@ -97,7 +95,7 @@ COMPILER_NICE = 10
 COMPILER_THREAD_NAMES = ("C1 CompilerThre", "C2 CompilerThre")
 """How the JVM's JIT compiler threads start their names in /proc (Linux cuts a thread's name at 15 bytes)."""
 _MAVEN_TIMEOUT_S = 600.0
-_STOP_GRACE_AFTER_KILL_S = 5.0
+_TOOL_TIMEOUT_S = 120.0
 _PROBE_TIMEOUT_S = 1.0
 _LOG_PREFIX = re.compile(r"^\[[^\]]*\] ")  # the "[timestamp] " that log4j puts before each line
 _ERROR_LINE = re.compile(r"^(ERROR|FATAL) |^[\w.$]+(Exception|Error)\b|^Error:|^Caused by:")
@@ -119,19 +117,14 @@ _KEYTOOL_TIMEOUT_S = 120.0
 # --------------------------------------------------------------------------------------------- paths
 
 
-def _eyrie_home() -> Path:
-    return Path(os.environ.get("EYRIE_HOME") or Path.home() / ".local" / "share" / "eyrie").expanduser()
-
-
 def default_data_dir(port: int = DEFAULT_PORT) -> Path:
     """Where `LocalBroker` keeps logs and metadata unless told otherwise: one directory per port."""
-    return _eyrie_home() / f"broker-{port}"
+    return services.eyrie_home() / f"broker-{port}"
 
 
 def jar_cache_dir(version: str = KAFKA_VERSION) -> Path:
-    """The per-user jar cache; outside the repository so a clean clone or `make clean` keeps it."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
-    return cache / "eyrie" / f"kafka-{version}"
+    """The per-user jar cache, kept across clones and `make clean`."""
+    return services.cache_dir(f"kafka-{version}")
 
 
 def _packaged(name: str) -> bytes:
@@ -145,13 +138,11 @@ def _java() -> str:
     java_home = os.environ.get("JAVA_HOME")
     if java_home and os.access(Path(java_home) / "bin" / "java", os.X_OK):
         return str(Path(java_home) / "bin" / "java")
-    found = shutil.which("java")
-    if found is None:
-        raise ToolMissing(
-            "java not found on PATH: install a JDK 17+ "
-            "(apt-get install openjdk-17-jre-headless, brew install openjdk@17) or set JAVA_HOME"
-        )
-    return found
+    hint = (
+        "install a JDK 17+ (apt-get install openjdk-17-jre-headless, brew install openjdk@17) "
+        "or set JAVA_HOME"
+    )
+    return services.find_tool("java", hint, ToolMissing)
 
 
 def _keytool(java: str) -> str:
@@ -167,35 +158,8 @@ def _keytool(java: str) -> str:
 
 
 def _mvn() -> str:
-    found = shutil.which("mvn")
-    if found is None:
-        raise ToolMissing(
-            "mvn not found on PATH: install Maven 3.6+ (apt-get install maven, brew install maven); "
-            "it fetches the Kafka jars once"
-        )
-    return found
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
-    """An exclusive advisory lock; polled rather than blocking so a stuck holder cannot hang us forever."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout
-    with path.open("a") as handle:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise BrokerError(
-                        f"{what}: another process has held {path} for {timeout:g} s; is it stuck?"
-                    ) from None
-                time.sleep(_POLL_S)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    hint = "install Maven 3.6+ (apt-get install maven, brew install maven); it fetches the Kafka jars once"
+    return services.find_tool("mvn", hint, ToolMissing)
 
 
 # ---------------------------------------------------------------------------------------------- jars
@@ -219,7 +183,9 @@ def resolve_jars() -> Path:
 
     if resolved():
         return lib
-    with _file_lock(cache / ".lock", _MAVEN_TIMEOUT_S, f"resolving Kafka {version} jars"):
+    with services.file_lock(
+        cache / ".lock", _MAVEN_TIMEOUT_S, f"resolving Kafka {version} jars", BrokerError, poll=_POLL_S
+    ):
         if resolved():
             return lib
         mvn = _mvn()
@@ -239,15 +205,7 @@ def resolve_jars() -> Path:
             "-DincludeScope=runtime",
         ]
         try:
-            done = subprocess.run(
-                command,
-                cwd=cache,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=_MAVEN_TIMEOUT_S,
-                check=False,
-            )
+            done = services.run_captured(command, timeout=_MAVEN_TIMEOUT_S, cwd=cache)
         except subprocess.TimeoutExpired:
             raise BrokerError(
                 f"maven did not resolve Kafka {version} jars within {_MAVEN_TIMEOUT_S:g} s"
@@ -259,9 +217,7 @@ def resolve_jars() -> Path:
             )
         if not any(lib.glob(f"kafka_2.13-{version}.jar")):
             raise BrokerError(f"maven succeeded but {lib} has no kafka_2.13-{version}.jar")
-        tmp = marker.with_suffix(".tmp")
-        tmp.write_text(digest + "\n")
-        tmp.replace(marker)
+        services.write_replacing(marker, digest + "\n")
     return lib
 
 
@@ -271,8 +227,7 @@ def _maven_reason(output: str) -> str:
         line = raw.replace("\x1b[0m", "").strip()
         if line.startswith("[ERROR]") and line != "[ERROR]":
             return line.removeprefix("[ERROR]").removesuffix("-> [Help 1]").strip()
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
+    return services.last_lines(output)
 
 
 # ----------------------------------------------------------------------------------- wire protocol
@@ -405,44 +360,12 @@ def wait_until_answering(bootstrap: str, timeout: float) -> None:
     has one, also when it runs a SASL_SSL listener, and probes only that one.
     """
     addresses = _split_bootstrap(bootstrap)
-    deadline = time.monotonic() + timeout
-    while True:
-        if any(_answers(host, port, min(_PROBE_TIMEOUT_S, timeout)) for host, port in addresses):
-            return
-        if time.monotonic() >= deadline:
-            raise BrokerError(
-                f"no Kafka broker answered a metadata request at {bootstrap} within {timeout:g} s"
-            )
-        time.sleep(_POLL_S)
 
+    def answering() -> bool:
+        return any(_answers(host, port, min(_PROBE_TIMEOUT_S, timeout)) for host, port in addresses)
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing was bound to a moment ago."""
-    return free_ports(1)[0]
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports on 127.0.0.1 that nothing was bound to a moment ago."""
-    # All sockets stay open until every port is picked, so the kernel cannot hand out one port twice.
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((HOST, 0))
-            ports.append(int(sock.getsockname()[1]))
-        return ports
-
-
-def _port_taken(port: int) -> bool:
-    # SO_REUSEADDR mirrors what the JVM sets, so sockets left in TIME_WAIT by a broker that just stopped
-    # do not count as taken, while a live listener or bound socket does.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return True
-        return False
+    if not services.poll_until(answering, timeout, _POLL_S):
+        raise BrokerError(f"no Kafka broker answered a metadata request at {bootstrap} within {timeout:g} s")
 
 
 # ------------------------------------------------------------------------------------- port probe
@@ -485,7 +408,7 @@ def probe_port(port: int, timeout: float = _PROBE_TIMEOUT_S) -> PortProbe:
         brokers, cluster_id = _metadata(HOST, port, timeout)
     except OSError:
         # Refused: nothing listens. Timed out or reset: something does, and it is not a working broker.
-        listening, answering, cluster_id = _port_taken(port), False, None
+        listening, answering, cluster_id = services.port_taken(port), False, None
     except _ProtocolError:
         listening, answering, cluster_id = True, False, None
     else:
@@ -661,7 +584,8 @@ class LocalBroker:
         is stopped again, so a failed `up` leaves nothing behind.
         """
         java = _java()
-        with _file_lock(self.data_dir / ".lock", timeout + 30.0, f"starting the broker in {self.data_dir}"):
+        starting = f"starting the broker in {self.data_dir}"
+        with services.file_lock(self.data_dir / ".lock", timeout + 30.0, starting, BrokerError, poll=_POLL_S):
             pid = self._running_pid()
             if pid is not None:
                 if self.sasl_ssl_port is not None and not self._running_config_matches():
@@ -679,9 +603,7 @@ class LocalBroker:
             ]
             if self.sasl_ssl_port is not None:
                 ports.append((self.sasl_ssl_port, "SASL_SSL port", "--sasl-ssl-port"))
-            for port, what, option in ports:
-                if _port_taken(port):
-                    raise BrokerError(f"{what} {port} on {HOST} is in use by another process; pass {option}")
+            services.require_free_ports(ports, BrokerError)
             lib = resolve_jars()
             if self.sasl_ssl_port is not None:
                 self._ensure_tls_material(java)
@@ -701,14 +623,7 @@ class LocalBroker:
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        if not self._wait_gone(pid, timeout):
-            log.warning("broker pid %d ignored SIGTERM for %g s; killing it", pid, timeout)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            if not self._wait_gone(pid, _STOP_GRACE_AFTER_KILL_S):
-                raise BrokerError(f"broker pid {pid} survived SIGKILL; check it with ps")
+        services.stop_process(pid, "broker", self._alive, timeout, BrokerError, poll=_POLL_S)
         self.pid_file.unlink(missing_ok=True)
         self._proc = None
         return True
@@ -716,47 +631,11 @@ class LocalBroker:
     # ------------------------------------------------------------------------------------ process
 
     def _alive(self, pid: int) -> bool:
-        if self._proc is not None and self._proc.pid == pid:
-            # Reaps our own child; otherwise it would linger as a zombie that still "exists".
-            return self._proc.poll() is None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return self._is_ours(pid)
-
-    def _is_ours(self, pid: int) -> bool:
-        if Path("/proc/self/cmdline").exists():
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                return False
-            # A zombie has an empty command line, so it reads as gone, which is what it is.
-            command = " ".join(part.decode(errors="replace") for part in argv)
-        else:
-            # No /proc (macOS): ps prints the same command line.
-            done = subprocess.run(
-                ["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False
-            )
-            command = done.stdout
-        return "kafka.Kafka" in command and str(self._properties) in command
+        child = self._proc if self._proc is not None and self._proc.pid == pid else None
+        return services.process_alive(pid, child, ("kafka.Kafka", str(self._properties)))
 
     def _running_pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        return pid if self._alive(pid) else None
-
-    def _wait_gone(self, pid: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while self._alive(pid):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(_POLL_S)
-        return True
+        return services.running_pid(self.pid_file, self._alive)
 
     def _classpath_options(self, lib: Path) -> list[str]:
         return [
@@ -771,7 +650,7 @@ class LocalBroker:
         (self.data_dir / "log4j.properties").write_bytes(_packaged("log4j.properties"))
         # Rewritten on every start so a changed port or setting here takes effect on the next `up`.
         # Private: with a SASL_SSL listener it holds the key store password and the PLAIN users' passwords.
-        _write_private(self._properties, self._config_text())
+        services.write_private(self._properties, self._config_text())
 
     def _config_text(self) -> str:
         listeners = f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}"
@@ -850,7 +729,7 @@ class LocalBroker:
             if text:
                 return text
         secret = secrets.token_urlsafe(24)
-        _write_private(path, secret + "\n")
+        services.write_private(path, secret + "\n")
         return secret
 
     def _passwords(self) -> dict[str, str]:
@@ -897,9 +776,10 @@ class LocalBroker:
         ]
         try:
             for step in steps:
-                _run_tool(
+                services.run_tool(
                     [keytool, *_KEYTOOL_OPTIONS, *step, *common],
                     f"keytool {step[0]} (making the SASL_SSL listener's certificates)",
+                    BrokerError,
                     env=env,
                     timeout=_KEYTOOL_TIMEOUT_S,
                 )
@@ -958,7 +838,9 @@ class LocalBroker:
             known = json.loads(self._scram_file.read_text())
         except (OSError, ValueError):
             known = {}
-        _write_private(self._scram_file, json.dumps({**known, **record}, indent=1, sort_keys=True) + "\n")
+        services.write_private(
+            self._scram_file, json.dumps({**known, **record}, indent=1, sort_keys=True) + "\n"
+        )
 
     def _ensure_scram_users(self, java: str, lib: Path) -> None:
         """Add or update SCRAM users through the running broker (a data dir formatted without them, or a
@@ -969,7 +851,9 @@ class LocalBroker:
             # request and the broker refuses it (DuplicateResourceException).
             for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
                 # The file keeps the password off the command line; ConfigCommand salts it itself.
-                _write_private(request, f"{mechanism}=iterations={_SCRAM_ITERATIONS},password={password}\n")
+                services.write_private(
+                    request, f"{mechanism}=iterations={_SCRAM_ITERATIONS},password={password}\n"
+                )
                 command = [
                     java,
                     *self._classpath_options(lib),
@@ -978,7 +862,8 @@ class LocalBroker:
                     *("--entity-name", name, "--add-config-file", str(request)),
                 ]
                 try:
-                    _run_tool(command, f"adding {mechanism} user {name} to the broker on {self.bootstrap}")
+                    adding = f"adding {mechanism} user {name} to the broker on {self.bootstrap}"
+                    services.run_tool(command, adding, BrokerError, timeout=_TOOL_TIMEOUT_S)
                 finally:
                     request.unlink(missing_ok=True)
             # Only for `_scram_users_outdated` to recognise the password later; the broker has its own salt.
@@ -1005,15 +890,8 @@ class LocalBroker:
             arguments, record = self._scram_arguments(self._passwords())
             for argument in arguments:
                 command += ["--add-scram", argument]
-        done = subprocess.run(
-            command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False
-        )
-        if done.returncode != 0:
-            lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-            raise BrokerError(
-                f"formatting Kafka storage in {self.data_dir / 'logs'} failed (exit {done.returncode}): "
-                f"{lines[-1] if lines else 'no output'}"
-            )
+        formatting = f"formatting Kafka storage in {self.data_dir / 'logs'}"
+        services.run_tool(command, formatting, BrokerError, timeout=_TOOL_TIMEOUT_S)
         if record:
             self._record_scram(record)
 
@@ -1025,22 +903,12 @@ class LocalBroker:
             # session of its own: Linux's autogroup scheduling gives each session an equal share, so the
             # broker alone weighed as much as the worker, applier and benchmark together, and lowering its
             # compilers' priority (`_yield_to_compiled_code`) only shifted CPU among its own threads.
-            self._proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                process_group=0,
-            )
-        tmp = self.pid_file.with_suffix(".tmp")
-        tmp.write_text(f"{self._proc.pid}\n")
-        tmp.replace(self.pid_file)
+            self._proc = services.launch(command, out, self.pid_file, process_group=0)
         log.info("started Kafka %s broker pid %d on %s", KAFKA_VERSION, self._proc.pid, self.bootstrap)
         return self._proc.pid
 
     def _wait_ready(self, pid: int, timeout: float, *, launched: bool) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        def answering() -> bool:
             if not self._alive(pid):
                 code = self._proc.returncode if self._proc is not None and self._proc.pid == pid else None
                 self.pid_file.unlink(missing_ok=True)
@@ -1049,16 +917,16 @@ class LocalBroker:
                     f"broker {exited} before answering on {self.bootstrap}: {self._failure_summary()} "
                     f"(full log: {self.log_file})"
                 )
-            if _answers(HOST, self.port):
-                return
-            if time.monotonic() >= deadline:
-                if launched:
-                    self.down()
-                raise BrokerError(
-                    f"broker on {self.bootstrap} did not answer within {timeout:g} s"
-                    f"{'; stopped it' if launched else ''} (log: {self.log_file})"
-                )
-            time.sleep(_POLL_S)
+            return _answers(HOST, self.port)
+
+        if services.poll_until(answering, timeout, _POLL_S):
+            return
+        if launched:
+            self.down()
+        raise BrokerError(
+            f"broker on {self.bootstrap} did not answer within {timeout:g} s"
+            f"{'; stopped it' if launched else ''} (log: {self.log_file})"
+        )
 
     def _failure_summary(self, keep: int = 3) -> str:
         """The last error lines this launch logged, on one line so the CLI can print it as is.
@@ -1077,37 +945,6 @@ class LocalBroker:
         errors = [line for line in lines if _ERROR_LINE.search(line)]
         chosen = (errors or lines)[-keep:]
         return " | ".join(_shorten(line) for line in chosen) or "no log output"
-
-
-def _run_tool(
-    command: list[str], what: str, *, env: dict[str, str] | None = None, timeout: float = 120.0
-) -> None:
-    """Run a JDK or Kafka tool; its last output line is the reason when it fails."""
-    try:
-        done = subprocess.run(
-            command,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise BrokerError(f"{what}: no answer within {timeout:g} s") from None
-    if done.returncode != 0:
-        lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-        raise BrokerError(f"{what} failed (exit {done.returncode}): {lines[-1] if lines else 'no output'}")
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write `text` readable by its owner only, never briefly world-readable."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    tmp.replace(path)
 
 
 def _b64(data: bytes) -> str:

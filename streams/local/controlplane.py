@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
+import functools
 import hashlib
 import json
 import logging
 import os
 import re
 import secrets
-import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -45,6 +42,8 @@ from typing import Any
 import yaml
 
 from schemas.exceptions import ControlPlaneError
+from streams.local import services
+from streams.local.services import HOST
 
 __all__ = [
     "BINARIES",
@@ -72,7 +71,6 @@ KUBERNETES_VERSION = "v1.36.3"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 """etcd's main package; its version is whatever `KUBERNETES_VERSION`'s go.mod requires."""
 DEFAULT_PORT = 6443
-HOST = "127.0.0.1"
 ADMIN_USER = "eyrie-admin"
 BINARIES = ("kube-apiserver", "kube-scheduler", "kubectl", "etcd")
 """Build order: the API server first, so the packages it shares with the others are compiled once."""
@@ -106,93 +104,40 @@ Progress = Callable[[str], None]
 # --------------------------------------------------------------------------------------------- paths
 
 
-def _eyrie_home() -> Path:
-    return Path(os.environ.get("EYRIE_HOME") or Path.home() / ".local" / "share" / "eyrie").expanduser()
-
-
 def default_data_dir() -> Path:
     """Where `LocalControlPlane` keeps etcd's data, keys, logs and the kubeconfig unless told otherwise."""
-    return _eyrie_home() / "kube"
+    return services.eyrie_home() / "kube"
 
 
 def kube_cache_dir(version: str = KUBERNETES_VERSION) -> Path:
-    """The per-user build cache; outside the repository so a clean clone or `make clean` keeps it."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
-    return cache / "eyrie" / f"kubernetes-{version}"
+    """The per-user build cache, kept across clones and `make clean`."""
+    return services.cache_dir(f"kubernetes-{version}")
 
 
 # --------------------------------------------------------------------------------------------- tools
 
 
-def _tool(name: str, hint: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        raise ControlPlaneError(f"{name} not found on PATH: {hint}")
-    return found
-
-
 def _go() -> str:
-    return _tool("go", "install Go 1.26+ (https://go.dev/dl); it builds Kubernetes once")
+    hint = "install Go 1.26+ (https://go.dev/dl); it builds Kubernetes once"
+    return services.find_tool("go", hint, ControlPlaneError)
 
 
 def _openssl() -> str:
-    return _tool("openssl", "install OpenSSL 1.1.1+ (apt-get install openssl); it makes the TLS keys")
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
-    """An exclusive advisory lock; polled rather than blocking so a stuck holder cannot hang us forever."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout
-    with path.open("a") as handle:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise ControlPlaneError(
-                        f"{what}: another process has held {path} for {timeout:g} s; is it stuck?"
-                    ) from None
-                time.sleep(_POLL_S)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _last_lines(text: str, count: int = 3) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return " | ".join(lines[-count:]) if lines else "no output"
+    hint = "install OpenSSL 1.1.1+ (apt-get install openssl); it makes the TLS keys"
+    return services.find_tool("openssl", hint, ControlPlaneError)
 
 
 def _run(command: list[str], what: str, *, cwd: Path, env: dict[str, str], timeout: float) -> str:
-    try:
-        done = subprocess.run(
-            command,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise ControlPlaneError(f"{what} did not finish within {timeout:g} s") from None
-    if done.returncode != 0:
-        raise ControlPlaneError(f"{what} failed (exit {done.returncode}): {_last_lines(done.stderr)}")
-    return done.stdout
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write `text` readable by its owner only, never briefly world-readable."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    tmp.replace(path)
+    """A Go or OpenSSL step: they write their errors to stderr (Go's stdout is data, e.g. JSON)."""
+    return services.run_tool(
+        command,
+        what,
+        ControlPlaneError,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+        reason=lambda done: services.last_lines(done.stderr, 3),
+    )
 
 
 # --------------------------------------------------------------------------------------------- build
@@ -280,7 +225,9 @@ def build_binaries(progress: Progress = log.info, version: str = KUBERNETES_VERS
             and all(os.access(bin_dir / name, os.X_OK) for name in BINARIES)
         )
 
-    with _file_lock(cache / ".lock", _GO_TIMEOUT_S, f"building Kubernetes {version}"):
+    with services.file_lock(
+        cache / ".lock", _GO_TIMEOUT_S, f"building Kubernetes {version}", ControlPlaneError, poll=_POLL_S
+    ):
         started = time.monotonic()
         source_dir = cache / "build"
         source_dir.mkdir(parents=True, exist_ok=True)
@@ -353,9 +300,7 @@ def build_binaries(progress: Progress = log.info, version: str = KUBERNETES_VERS
                 timeout=_GO_TIMEOUT_S,
             )
             target.replace(bin_dir / name)
-        tmp = marker.with_suffix(".tmp")
-        tmp.write_text(digest + "\n")
-        tmp.replace(marker)
+        services.write_replacing(marker, digest + "\n")
         progress(f"kube: built {', '.join(BINARIES)} in {time.monotonic() - started:.0f} s")
     return bin_dir
 
@@ -399,55 +344,19 @@ class ClusterAccess:
             return int(error.code), bytes(error.read())
 
 
-def _kubeconfig_files(kubeconfig: str) -> list[Path]:
-    return [Path(part).expanduser() for part in kubeconfig.split(os.pathsep) if part.strip()]
-
-
 def read_access(kubeconfig: str | Path) -> ClusterAccess:
-    """The current context's cluster and user. `kubeconfig` may be a KUBECONFIG list: the first file
-    that names a current context wins (kubectl merges the list; that rule picks the same context)."""
-    for path in _kubeconfig_files(str(kubeconfig)):
+    """The current context's cluster and user (`streams.kube.api.KubeConfig` reads the kubeconfig, a
+    KUBECONFIG list too); a token file is read once, here."""
+    from streams.kube.api import KubeConfig
+
+    config = KubeConfig.from_kubeconfig(kubeconfig)
+    token = config.token
+    if token is None and config.token_file is not None:
         try:
-            config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ControlPlaneError(f"kubeconfig {path}: cannot read it: {exc}") from None
-        current = config.get("current-context") if isinstance(config, dict) else None
-        if not current:
-            continue
-        return _access_from(path, config, current)
-    raise ControlPlaneError(f"kubeconfig {kubeconfig}: no current-context")
-
-
-def _named(config: dict[str, Any], kind: str, name: str, path: Path) -> dict[str, Any]:
-    for entry in config.get(kind) or []:
-        if isinstance(entry, dict) and entry.get("name") == name:
-            body = entry.get(kind.removesuffix("s"))
-            if isinstance(body, dict):
-                return body
-    raise ControlPlaneError(f"kubeconfig {path}: {kind}: no entry named {name!r}")
-
-
-def _access_from(path: Path, config: dict[str, Any], current: str) -> ClusterAccess:
-    context = _named(config, "contexts", current, path)
-    cluster = _named(config, "clusters", str(context.get("cluster")), path)
-    user = _named(config, "users", str(context.get("user")), path) if context.get("user") else {}
-    server = str(cluster.get("server") or "").rstrip("/")
-    if not server:
-        raise ControlPlaneError(f"kubeconfig {path}: cluster of context {current!r} has no server")
-    ca_pem = None
-    if data := cluster.get("certificate-authority-data"):
-        ca_pem = base64.b64decode(data).decode("ascii")
-    elif file := cluster.get("certificate-authority"):
-        ca_pem = (path.parent / str(file)).read_text(encoding="ascii")
-    token = user.get("token")
-    if token is None and (token_file := user.get("tokenFile")):
-        token = (path.parent / str(token_file)).read_text(encoding="utf-8").strip()
-    return ClusterAccess(
-        server=server,
-        ca_pem=ca_pem,
-        insecure=bool(cluster.get("insecure-skip-tls-verify")),
-        token=str(token) if token else None,
-    )
+            token = config.token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ControlPlaneError(f"kubeconfig {kubeconfig}: token file: {exc}") from None
+    return ClusterAccess(server=config.server, ca_pem=config.ca_pem, insecure=config.insecure, token=token)
 
 
 def _ready(access: ClusterAccess, timeout: float = _PROBE_TIMEOUT_S) -> bool:
@@ -558,8 +467,9 @@ class LocalControlPlane:
         counted. Processes this call launched that then fail to get ready are stopped again, so a failed
         `up` leaves nothing behind.
         """
-        with _file_lock(
-            self.data_dir / ".lock", timeout + 60.0, f"starting the control plane in {self.data_dir}"
+        starting = f"starting the control plane in {self.data_dir}"
+        with services.file_lock(
+            self.data_dir / ".lock", timeout + 60.0, starting, ControlPlaneError, poll=_POLL_S
         ):
             state = self.status()
             if state.running:
@@ -575,10 +485,7 @@ class LocalControlPlane:
                 # Half a control plane (one process died) is restarted whole rather than patched.
                 progress(f"kube: restarting the half-running control plane in {self.data_dir}")
                 self.down()
-            if _port_taken(self.port):
-                raise ControlPlaneError(
-                    f"port {self.port} on {HOST} is in use by another process; pass --port"
-                )
+            services.require_free_ports([(self.port, "port", "--port")], ControlPlaneError)
             bin_dir = build_binaries(progress)
             self.data_dir.mkdir(parents=True, exist_ok=True)
             progress(f"kube: preparing keys and the kubeconfig in {self.data_dir}")
@@ -605,7 +512,8 @@ class LocalControlPlane:
         for name in ("kube-apiserver", "etcd"):
             pid = self._running_pid(name)
             if pid is not None:
-                self._stop(name, pid, timeout)
+                alive = functools.partial(self._alive, name)
+                services.stop_process(pid, name, alive, timeout, ControlPlaneError, poll=_POLL_S)
                 stopped = True
             self._pid_file(name).unlink(missing_ok=True)
         return stopped
@@ -632,11 +540,11 @@ class LocalControlPlane:
             isinstance(client, int)
             and isinstance(peer, int)
             and self.port not in (client, peer)
-            and not _port_taken(client)
-            and not _port_taken(peer)
+            and not services.port_taken(client)
+            and not services.port_taken(peer)
         ):
             return client, peer
-        ports = [port for port in _free_ports(3) if port != self.port]
+        ports = [port for port in services.free_ports(3) if port != self.port]
         return ports[0], ports[1]
 
     # --------------------------------------------------------------------------------------- keys
@@ -649,7 +557,7 @@ class LocalControlPlane:
         if not self._token_file.is_file():
             token = secrets.token_urlsafe(32)
             # token,user,uid,"groups": system:masters is bound to cluster-admin by the bootstrap RBAC policy.
-            _write_private(self._token_file, f'{token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+            services.write_private(self._token_file, f'{token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
         crt, key = pki / "serving.crt", pki / "serving.key"
         if crt.is_file() and key.is_file() and (pki / "sa.pub").is_file():
             return
@@ -728,7 +636,7 @@ class LocalControlPlane:
             "contexts": [{"name": name, "context": {"cluster": name, "user": ADMIN_USER}}],
             "current-context": name,
         }
-        _write_private(self.kubeconfig, yaml.safe_dump(config, sort_keys=False))
+        services.write_private(self.kubeconfig, yaml.safe_dump(config, sort_keys=False))
 
     # ------------------------------------------------------------------------------------ process
 
@@ -774,70 +682,19 @@ class LocalControlPlane:
 
     def _launch(self, name: str, command: list[str]) -> int:
         with self.log_file(name).open("ab") as out:
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.data_dir,
-                start_new_session=True,  # a Ctrl-C in the shell that ran `up` must not stop it
+            # A session of its own: a Ctrl-C in the shell that ran `up` must not stop it.
+            proc = services.launch(
+                command, out, self._pid_file(name), cwd=self.data_dir, start_new_session=True
             )
         self._procs[proc.pid] = proc
-        self._pid_file(name).write_text(f"{proc.pid}\n")
         return proc.pid
 
     def _alive(self, name: str, pid: int) -> bool:
-        if (proc := self._procs.get(pid)) is not None:
-            # Reaps our own child; otherwise it would linger as a zombie that still "exists".
-            return proc.poll() is None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return self._is_ours(name, pid)
-
-    def _is_ours(self, name: str, pid: int) -> bool:
-        if Path("/proc/self/cmdline").exists():
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                return False
-            command = " ".join(part.decode(errors="replace") for part in argv)
-        else:
-            done = subprocess.run(
-                ["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False
-            )
-            command = done.stdout
         marker = f"--data-dir={self._etcd_dir}" if name == "etcd" else f"--token-auth-file={self._token_file}"
-        return name in command and marker in command
+        return services.process_alive(pid, self._procs.get(pid), (name, marker))
 
     def _running_pid(self, name: str) -> int | None:
-        try:
-            pid = int(self._pid_file(name).read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        return pid if self._alive(name, pid) else None
-
-    def _stop(self, name: str, pid: int, timeout: float) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        if self._wait_gone(name, pid, timeout):
-            return
-        log.warning("%s pid %d ignored SIGTERM for %g s; killing it", name, pid, timeout)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        if not self._wait_gone(name, pid, 5.0):
-            raise ControlPlaneError(f"{name} pid {pid} survived SIGKILL; check it with ps")
-
-    def _wait_gone(self, name: str, pid: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while self._alive(name, pid):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(_POLL_S)
-        return True
+        return services.running_pid(self._pid_file(name), functools.partial(self._alive, name))
 
     # ---------------------------------------------------------------------------------- readiness
 
@@ -848,36 +705,32 @@ class LocalControlPlane:
             return False
 
     def _wait_etcd(self, port: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if _etcd_healthy(port):
-                return
-            self._check_alive("etcd")
-            if time.monotonic() >= deadline:
-                raise ControlPlaneError(
-                    f"etcd did not become healthy on {HOST}:{port} within {timeout:g} s; "
-                    f"see {self.log_file('etcd')}"
-                )
-            time.sleep(_POLL_S)
+        if not services.poll_until(
+            lambda: _etcd_healthy(port) or self._check_alive("etcd"), timeout, _POLL_S
+        ):
+            raise ControlPlaneError(
+                f"etcd did not become healthy on {HOST}:{port} within {timeout:g} s; "
+                f"see {self.log_file('etcd')}"
+            )
 
     def _wait_ready(self, timeout: float, *, launched: bool) -> None:
-        deadline = time.monotonic() + timeout
-        while not self._ready():
-            for name in ("etcd", "kube-apiserver"):
-                self._check_alive(name)
-            if time.monotonic() >= deadline:
-                verb = "did not become ready" if launched else "runs but is not ready"
-                raise ControlPlaneError(
-                    f"kube-apiserver on {self.server} {verb} within {timeout:g} s: "
-                    f"{self._log_reason('kube-apiserver')}; see {self.log_file('kube-apiserver')}"
-                )
-            time.sleep(_POLL_S)
-
-    def _check_alive(self, name: str) -> None:
-        if self._running_pid(name) is None:
+        if not services.poll_until(
+            lambda: self._ready() or self._check_alive("etcd", "kube-apiserver"), timeout, _POLL_S
+        ):
+            verb = "did not become ready" if launched else "runs but is not ready"
             raise ControlPlaneError(
-                f"{name} exited while starting: {self._log_reason(name)}; see {self.log_file(name)}"
+                f"kube-apiserver on {self.server} {verb} within {timeout:g} s: "
+                f"{self._log_reason('kube-apiserver')}; see {self.log_file('kube-apiserver')}"
             )
+
+    def _check_alive(self, *names: str) -> bool:
+        """False, for a readiness poll to go on waiting; `ControlPlaneError` if one of `names` has exited."""
+        for name in names:
+            if self._running_pid(name) is None:
+                raise ControlPlaneError(
+                    f"{name} exited while starting: {self._log_reason(name)}; see {self.log_file(name)}"
+                )
+        return False
 
     def _log_reason(self, name: str) -> str:
         """The last error line of this start's log (klog's E/F lines, etcd's JSON error records)."""
@@ -896,21 +749,10 @@ class LocalControlPlane:
                     record = json.loads(line)
                     if record.get("level") in ("error", "fatal", "panic"):
                         return f"{record.get('msg')}: {record.get('error', '')}".strip(": ")[:400]
-        return _last_lines("\n".join(lines), 1)[:400]
+        return services.last_lines("\n".join(lines))[:400]
 
 
 # ------------------------------------------------------------------------------------------ helpers
-
-
-def _free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports on 127.0.0.1 that nothing was bound to a moment ago."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((HOST, 0))
-            ports.append(int(sock.getsockname()[1]))
-        return ports
 
 
 def _etcd_healthy(port: int) -> bool:
@@ -920,16 +762,6 @@ def _etcd_healthy(port: int) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(health, dict) and health.get("health") == "true"
-
-
-def _port_taken(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return True
-        return False
 
 
 @contextlib.contextmanager
@@ -942,7 +774,7 @@ def resolved_control_plane(timeout: float = 180.0, progress: Progress = log.info
         yield existing
         return
     with tempfile.TemporaryDirectory(prefix="eyrie-kube-") as tmp:
-        plane = LocalControlPlane(data_dir=tmp, port=_free_ports(1)[0])
+        plane = LocalControlPlane(data_dir=tmp, port=services.free_ports(1)[0])
         try:
             yield str(plane.up(timeout=timeout, progress=progress))
         finally:

@@ -89,7 +89,7 @@ def placement_line(envelope: Envelope) -> tuple[str, str | None, Any] | None:
     placement never applies)."""
     value = envelope.value
     match envelope.kind:
-        case Kind.POD | Kind.DELETE:
+        case Kind.POD | Kind.DELETE | Kind.BOUND:
             return "pod-requests", value.uid, value
         case Kind.NODE:
             return "node-events", value.node.name, value

@@ -26,10 +26,12 @@ from schemas.codec import encode
 from schemas.eventlog import LogEvent, placement_only, read_events
 from schemas.events import Binding, BindingResult, MetricSample
 from schemas.exceptions import EventLogError, EyrieError, InvalidInput
+from schemas.pod import PodBound
 from streams.client import DELETED_BY_OWNER, RELEASED, Decision, Deletion, EyrieClient, latest_decisions
 from streams.core.ingress import (
     CONTROL_HEADER,
     WATERMARK_CONTROL,
+    bound_error,
     config_envelope,
     envelope_from_model,
     replay_headers,
@@ -37,7 +39,7 @@ from streams.core.ingress import (
 from streams.core.ledger import Ledger
 from streams.core.metrics import MetricsCore, NodeSummary, WorkloadSummary
 from streams.core.sequencer import Envelope, Kind, Watermark
-from streams.core.shard import Output, Refused, Release, Shard
+from streams.core.shard import Counted, Output, Refused, Release, Shard
 from streams.settings import Settings
 
 __all__ = [
@@ -115,6 +117,8 @@ def replay_offline(
                 known = bindings.get(output.deleted.uid)
                 attempt = known.attempt if known else -1
                 _note_deletion(deletions, output.deleted.uid, output.deleted.ts, RELEASED, attempt)
+            elif isinstance(output, Counted):  # a pod bound by someone else: booked, never answered
+                ledger.book(output.bound, output.bound.ts)
             elif isinstance(output, Refused):
                 refused.append(output.reason)
 
@@ -280,7 +284,7 @@ def _placement_envelope(event: LogEvent) -> Envelope:
         kind = Kind.RESULT
     else:
         envelope = envelope_from_model(event.value, event.ts, _RECORDED)
-        if envelope is None or envelope.kind not in (Kind.POD, Kind.DELETE, Kind.NODE):
+        if envelope is None or envelope.kind not in (Kind.POD, Kind.DELETE, Kind.BOUND, Kind.NODE):
             error = f"topic {event.topic!r} is not one placement applies"
             raise EventLogError(error, line=event.line, field="topic")
         return envelope
@@ -290,6 +294,11 @@ def _placement_envelope(event: LogEvent) -> Envelope:
 def _envelope(event: LogEvent) -> Envelope | None:
     if event.topic == "config":
         return config_envelope(event.key or "", event.value, event.ts, _OFFLINE)
+    if isinstance(event.value, PodBound):  # what the forwarder refuses of a valid one, refused here too
+        key = event.key.encode() if event.key is not None else None
+        refusal = bound_error(event.value, key)
+        if refusal is not None:
+            raise InvalidInput(refusal)
     return envelope_from_model(event.value, event.ts, _OFFLINE, float(event.line))
 
 

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any, Final
 
 from streams.faust_overrides.clients import consumer_client
 from streams.runtime.topics import TOPICS
 from streams.settings import Settings
 
-__all__ = ["PROBE_S", "BrokerWatch", "Lifecycle", "owned", "probe_broker"]
+__all__ = ["PROBE_S", "BrokerWatch", "Lifecycle", "owned", "probe_broker", "run_until_signal"]
 
 PROBE_S: Final = 1.0
 """How often a running worker or applier checks the broker (and its assignment, and collapsed log repeats)."""
@@ -184,3 +185,28 @@ class Lifecycle:
             code,
             extra=self._fields("stopped", reason=reason, exit_code=code),
         )
+
+
+async def run_until_signal(coroutine: Coroutine[Any, Any, object]) -> signal.Signals | None:
+    """Run `coroutine` to its end, or until SIGINT or SIGTERM cancels it (it cleans up when cancelled; a
+    second signal cancels the clean-up): the signal, or None."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(coroutine)
+    received: list[signal.Signals] = []
+
+    def stop(signum: signal.Signals) -> None:
+        received.append(signum)
+        task.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        return received[0]
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    return None

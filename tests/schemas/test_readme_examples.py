@@ -37,6 +37,7 @@ SETTINGS = {*Settings.model_fields, "sasl_password_file"}
 EVERY_KIND = {
     "PodRequest",
     "PodDeleted",
+    "PodBound",
     "NodeEvent",
     "MetricSample",
     "profile",

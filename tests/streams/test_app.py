@@ -3,31 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from streams.faust_overrides.worker import EyrieWorker
 from streams.runtime.app import create_app
 from streams.runtime.logs import configure_logging
 from streams.settings import load_settings
-
-# ------------------------------------------------------------------------------------------- builders
-
-
-@pytest.fixture
-def root_logger() -> Iterator[logging.Logger]:
-    """The root logger, restored afterwards (`configure_logging` replaces its handlers)."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    libraries = {name: logging.getLogger(name).level for name in ("faust", "mode", "aiokafka")}
-    yield root
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    for name, saved in libraries.items():
-        logging.getLogger(name).setLevel(saved)
-
 
 # ---------------------------------------------------------------------------------------------- tests
 

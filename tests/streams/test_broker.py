@@ -38,13 +38,13 @@ from tests.commands import REPO, run_module
 
 pytestmark = pytest.mark.kafka
 
-POM = REPO / "streams" / "kafka" / "pom.xml"
+POM = REPO / "streams" / "local" / "kafka" / "pom.xml"
 
 
 def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 90.0
 ) -> subprocess.CompletedProcess[str]:
-    return run_module("streams.cli.broker", *args, env=env, timeout=timeout)
+    return run_module("streams.cli", "broker", *args, env=env, timeout=timeout)
 
 
 def one_line(text: str) -> str:

@@ -137,6 +137,7 @@ def test_schema_export_writes_one_json_schema_per_model(tmp_path):
             "MetricSample",
             "NodeEvent",
             "NodeSpec",
+            "PodBound",
             "PodDeleted",
             "PodRequest",
         )
@@ -144,7 +145,7 @@ def test_schema_export_writes_one_json_schema_per_model(tmp_path):
     schema = json.loads((tmp_path / "schemas" / "PodRequest.schema.json").read_text())
     assert schema["x-schema-version"] == 1
     assert "uid" in schema["required"]
-    assert "wrote 8 schemas" in result.stdout
+    assert "wrote 9 schemas" in result.stdout
 
 
 def test_an_unreachable_broker_is_one_line(tmp_path):

@@ -62,19 +62,6 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-def root_logger() -> Iterator[logging.Logger]:
-    """The root logger and the libraries' levels, restored afterwards (configure_logging replaces them)."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    libraries = {name: logging.getLogger(name).level for name in ("faust", "mode", "aiokafka")}
-    yield root
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    for name, saved in libraries.items():
-        logging.getLogger(name).setLevel(saved)
-
-
 @dataclass
 class Process:
     """A worker or an applier started with `--log-format json`, its stderr and stdout in `log`."""

@@ -390,7 +390,7 @@ def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured
         "--sasl-password-file",
         password_file,
     ]
-    started = run_module("streams.cli.broker", *command, timeout=600)
+    started = run_module("streams.cli", "broker", *command, timeout=600)
     broker = LocalBroker(
         port, directory / "data", controller, sasl_ssl_port=sasl_ssl, sasl_users={"alice": ALICE}
     )

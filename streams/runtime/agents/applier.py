@@ -13,6 +13,10 @@ per uid, so bindings redelivered after a crash are answered again without being 
 requests and node events are not dead-lettered here: the workers' forwarders already did that for the same
 records. Deletions come from placement, as releases on the bindings topic, so they can never overtake the
 binding they undo.
+
+With ``apply_target: kubernetes`` a binding the ledger commits is then bound through the API server
+(`streams.kube.binder`), whose answer is the result (a refusal undoes the booking), and placement's
+unschedulable verdicts, read back from ``binding-results``, become kube-scheduler's events and conditions.
 """
 
 from __future__ import annotations
@@ -24,14 +28,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from schemas.codec import encode
-from schemas.events import Binding
+from schemas.events import Binding, BindingResult
 from schemas.node import NodeEvent
-from schemas.pod import PodDeleted
+from schemas.pod import PodBound, PodDeleted
 from streams.core.ingress import envelope_from_model
 from streams.core.ledger import NODES_TABLE, PODS_TABLE, Ledger
 from streams.core.sequencer import Envelope
 from streams.faust_overrides.batching import Breather, take_batches
 from streams.faust_overrides.fetching import EyrieApp
+from streams.kube.api import KubeApi
+from streams.kube.binder import Binder, resolve_kube_config
 from streams.runtime.agents.common import (
     BATCH,
     Topics,
@@ -42,6 +48,7 @@ from streams.runtime.agents.common import (
     send_dead_letter,
     send_envelopes,
 )
+from streams.settings import Settings
 
 __all__ = ["RESULTS_LINGER_S", "ApplierAgent", "ForPlacement", "register"]
 
@@ -100,6 +107,10 @@ def _log_failure(task: asyncio.Task[None]) -> None:
 
 def register(app: EyrieApp, topics: Topics) -> None:
     agent = ApplierAgent(app, topics)
+    if agent.binder is not None:
+        # Placement's unschedulable verdicts go to users only, on binding-results: read there.
+        app.agent(topics.binding_results, name="applier-verdicts")(agent.tell_unschedulable)
+        app.task(agent.binder.run)  # events and conditions, in the background; cancelled at shutdown
     app.before_commit.append(agent.for_placement.send)
     # mode types an async receiver oddly
     app.on_partitions_assigned.connect(agent.recount_after_recovery)  # type: ignore[arg-type]
@@ -118,6 +129,7 @@ class ApplierAgent:
         )
         self.recounted = False
         self.for_placement = ForPlacement(topics)
+        self.binder = _binder(topics.settings)
 
     async def recount_after_recovery(self, sender: Any, *args: Any, signal: Any, **_: Any) -> None:
         self.recounted = False  # tables of newly assigned partitions are recovered before the agent resumes
@@ -152,8 +164,13 @@ class ApplierAgent:
         if isinstance(decoded.value, PodDeleted):
             ledger.delete(decoded.value.uid, time.time())  # placement let the pod go
             return None
+        if isinstance(decoded.value, PodBound):
+            ledger.book(decoded.value, time.time())  # bound by someone else: counted, never answered
+            return None
         binding: Binding = decoded.value
         result = ledger.apply(binding, time.time())
+        if self.binder is not None:  # booked first: a crash before the POST is answered by its replay
+            result = await self.binder.answer(binding, result, ledger)
         (observe.by_status.get(result.status) or observe.results.labels(result.status)).inc()
         if result.status == "conflict":
             observe.conflicts.inc()
@@ -161,9 +178,29 @@ class ApplierAgent:
         # The source names the binding record the result answers (what a dead letter would cite).
         return envelope_from_model(result, result.at, f"bindings/{message.partition}")
 
+    async def tell_unschedulable(self, stream: Any) -> None:
+        assert self.binder is not None
+        async for events in take_batches(stream, BATCH, batch_window_s(self.topics.settings)):
+            told = []
+            for event in events:
+                decoded = decode_message(self.topics, event.message)
+                if isinstance(decoded.value, BindingResult) and self.binder.unschedulable(decoded.value):
+                    told.append(decoded.value.uid)  # queued: the binding path never waits for the API server
+            # The batch is acknowledged (so its offsets committed) once its notices are written: an applier
+            # killed before then reads these verdicts again rather than leaving their pods unexplained.
+            await self.binder.written(told)
+
     async def apply_node_events(self, stream: Any) -> None:
         async for events in take_batches(stream, BATCH, batch_window_s(self.topics.settings)):
             for event in events:
                 decoded = decode_message(self.topics, event.message)
                 if isinstance(decoded.value, NodeEvent):
                     self.ledger.apply_node_event(decoded.value, time.time())
+
+
+def _binder(settings: Settings) -> Binder | None:
+    """With ``apply_target: kubernetes``, the binder to the API server (`streams.kube.binder`)."""
+    if settings.apply_target != "kubernetes":
+        return None
+    config, _ = resolve_kube_config(settings.kubeconfig)
+    return Binder(KubeApi(config))

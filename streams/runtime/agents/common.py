@@ -92,8 +92,8 @@ def shards_for(envelope: Envelope, shards: int) -> range | tuple[int]:
     value = envelope.value
     if envelope.kind is Kind.NODE:
         return (partition_of(value.node.cluster, shards),)
-    if envelope.kind is Kind.POD:
-        labels = value.labels
+    if envelope.kind is Kind.POD or envelope.kind is Kind.BOUND:  # a pod bound elsewhere goes as a pod does
+        labels = value.labels if envelope.kind is Kind.POD else value.pod.labels
         key = labels.get("eyrie.io/cluster", labels.get("eyrie.io/federation", "default"))
         return (partition_of(key, shards),)
     if envelope.kind is Kind.RESULT:

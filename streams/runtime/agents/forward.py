@@ -2,7 +2,9 @@
 from the applier directly.)
 
 They validate (a bad record becomes a dead letter here, once) and stamp event time and log position, so
-the placement agent receives only well-formed envelopes, all of a shard in one partition.
+the placement agent receives only well-formed envelopes, all of a shard in one partition. A pod bound by
+someone else (`PodBound`, on pod-requests) must also be keyed by its uid and be one pod; it goes to the
+shard its pod's labels name, as a pod request does (`shards_for`).
 """
 
 from __future__ import annotations

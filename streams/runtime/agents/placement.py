@@ -23,7 +23,7 @@ from schemas.events import Binding, BindingResult, DeadLetter
 from schemas.exceptions import InvalidInput
 from streams.core.decoders import dead_letter
 from streams.core.sequencer import Envelope, Kind, decode_envelopes, encode_envelope, tick_envelope
-from streams.core.shard import Output, Refused, Release, Shard
+from streams.core.shard import Counted, Output, Refused, Release, Shard
 from streams.faust_overrides.batching import Breather, take_batches
 from streams.faust_overrides.fetching import EyrieApp
 from streams.runtime.agents.common import (
@@ -179,9 +179,9 @@ class PlacementAgent:
         return observe.waiting  # queued for its batch, held in Permit, or in backoff
 
     async def publish(self, outputs: list[Output], received: float) -> None:
-        # Bindings and releases are keyed by uid but partitioned by node: the applier then sees one node's
-        # bookings and releases in placement's order, and a pod placed where another was just deleted is
-        # never refused because the release sat in a partition read later.
+        # Bindings, releases and pods bound by others are keyed by uid but partitioned by node: the applier
+        # then sees one node's bookings and releases in placement's order, and a pod placed where another
+        # was just deleted is never refused because the release sat in a partition read later.
         topics, observe, partitions = self.topics, self.observe, self.settings.partitions
         for output in outputs:
             if isinstance(output, Binding):
@@ -197,6 +197,9 @@ class PlacementAgent:
             elif isinstance(output, Release):  # on the partition of the binding it undoes
                 partition = partition_of(output.node, partitions)
                 await send(topics, "bindings", output.deleted.uid.encode(), encode(output.deleted), partition)
+            elif isinstance(output, Counted):  # a pod bound by someone else, for the ledger to book too
+                partition = partition_of(output.via, partitions)
+                await send(topics, "bindings", output.bound.uid.encode(), encode(output.bound), partition)
             elif isinstance(output, Refused):
                 await send_dead_letter(topics, self.refused_letter(output))
 
