@@ -13,16 +13,12 @@ one JSON object.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import NoReturn
-
-import orjson
 
 from schemas.eventlog import read_events
 from schemas.events import Binding, BindingResult
@@ -30,6 +26,7 @@ from schemas.exceptions import EyrieError
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
 from streams.client import EyrieClient, latest_decisions
+from streams.demo.command import OneLineParser, print_result
 from streams.demo.processes import start_role, stop_all
 from streams.demo.report import deleted_uids, render_table, summarize, write_plots
 from streams.demo.workload import generate_gpu_like_log, slice_gpu_trace
@@ -151,15 +148,8 @@ def run_demo(
     return summary.to_json()
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        """One line, as every other bad input gets, rather than argparse's usage and message."""
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def main() -> None:
-    parser = _Parser(prog="python -m streams.demo", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m streams.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--trace", help="Alibaba GPU 2023 trace directory or an event log (default: generated)"
     )
@@ -171,12 +161,9 @@ def main() -> None:
         "--rate", type=float, default=None, help="At most this many events per second (default: flat out)"
     )
     args = parser.parse_args()
-    try:
-        result = run_demo(args.trace or None, args.pods, args.nodes, args.out, args.timeout, args.rate)
-    except EyrieError as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        raise SystemExit(2) from None
-    print(orjson.dumps(result).decode())
+    print_result(
+        lambda: run_demo(args.trace or None, args.pods, args.nodes, args.out, args.timeout, args.rate)
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ summary as one JSON object.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import io
@@ -33,7 +32,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import orjson
 from rich.console import Console
@@ -45,6 +44,7 @@ from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
 from streams.client import EyrieClient, latest_decisions
 from streams.core.decoders import decode_records
+from streams.demo.command import OneLineParser, print_result
 from streams.demo.processes import start_role, stop_all
 from streams.demo.report import render_table, summarize
 from streams.kube.translate import node_record
@@ -546,15 +546,8 @@ def run_demo_kube(nodes: int, pods: int, seed: int, out: Path, timeout: float) -
     }
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        """One line, as every other bad input gets, rather than argparse's usage and message."""
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = _Parser(prog="python -m streams.demo.kube", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m streams.demo.kube", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--pods", type=int, default=300)
     parser.add_argument("--seed", type=int, default=7, help="Seeds the node and pod shapes")
@@ -563,12 +556,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--timeout", type=float, default=180.0, help="Seconds to wait for every pod to be bound or explained"
     )
     args = parser.parse_args(argv)
-    try:
-        result = run_demo_kube(args.nodes, args.pods, args.seed, args.out, args.timeout)
-    except EyrieError as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        raise SystemExit(2) from None
-    print(orjson.dumps(result).decode())
+    print_result(lambda: run_demo_kube(args.nodes, args.pods, args.seed, args.out, args.timeout))
 
 
 if __name__ == "__main__":

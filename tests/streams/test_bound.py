@@ -4,8 +4,6 @@ ledger's booking, and a recorded live run with such pods replayed offline to the
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,15 +18,14 @@ from schemas.events import Binding, BindingResult, BindingStatus, DeadLetter
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodBound, PodDeleted, PodRequest
 from schemas.quantity import Resources
-from streams.client import DELETED_BY_OWNER, RELEASED, Deletion, latest_decisions
 from streams.core import shard as shard_module
 from streams.core.ingress import envelope_from_record
 from streams.core.ledger import Ledger, already_bound, insufficient
 from streams.core.sequencer import Envelope, Kind, decode_envelope, encode_envelope
 from streams.core.shard import Counted, Output, Refused, Release, Shard
-from streams.recording.record import Admissions, placement_line
 from streams.recording.replay import replay_offline
 from streams.settings import Settings
+from tests.streams.simulate import simulated_live_run, write_placement_log
 
 GiB = 2**30
 
@@ -483,62 +480,6 @@ def test_a_rejection_names_the_node_a_pod_bound_elsewhere_is_on() -> None:
 # ---------------------------------------------------------------------------- live equals offline
 
 
-def simulated_live_run(script: list[Envelope]) -> tuple[list[Envelope], dict[str, tuple[str | None, str]]]:
-    """A shard and an applier's ledger as the pipeline runs them (each binding's result reaches the
-    sequencer one input later, pods bound elsewhere are booked by the ledger as placement passes them on).
-    Returns what the sequencer carried and each pod's live decision."""
-    shard, ledger = Shard(), Ledger({}, {})
-    carried: list[Envelope] = []
-    on_the_way: deque[Envelope] = deque()
-    bindings: dict[str, Binding] = {}
-    results: dict[str, BindingResult] = {}
-    deletions: dict[str, Deletion] = {}
-
-    def feed(envelope: Envelope) -> None:
-        carried.append(envelope)
-        if envelope.kind is Kind.NODE:
-            ledger.apply_node_event(envelope.value, envelope.ts)
-        if envelope.kind is Kind.DELETE:
-            deletions[envelope.value.uid] = Deletion(envelope.value.ts, DELETED_BY_OWNER, math.inf)
-        for output in shard.feed(envelope):
-            if isinstance(output, Binding):
-                bindings[output.uid] = output
-                result = ledger.apply(output, output.decided_at + 0.5)
-                results[output.uid] = result
-                on_the_way.append(Envelope(Kind.RESULT, result.at, result, "bindings/0"))
-            elif isinstance(output, BindingResult):
-                results[output.uid] = output
-            elif isinstance(output, Counted):
-                ledger.book(output.bound, output.bound.ts)
-            elif isinstance(output, Release):
-                ledger.delete(output.deleted.uid, output.deleted.ts)
-                known = bindings.get(output.deleted.uid)
-                if output.deleted.uid not in deletions and known is not None:
-                    deletions[output.deleted.uid] = Deletion(output.deleted.ts, RELEASED, known.attempt)
-
-    for envelope in script:
-        feed(envelope)
-        if on_the_way:
-            feed(on_the_way.popleft())
-    while on_the_way:
-        feed(on_the_way.popleft())
-    decisions = latest_decisions(bindings, results, deletions)
-    return carried, {d.uid: (d.node, d.status) for d in decisions}
-
-
-def write_placement_log(path: Path, envelopes: list[Envelope]) -> Path:
-    """What `eyrie record` writes of one sequencer partition."""
-    with EventLogWriter(path) as writer:
-        admissions = Admissions()
-        for envelope in envelopes:
-            admissions.feed(envelope)
-            for ts, applied in admissions.take():
-                line = placement_line(applied)
-                if line is not None:
-                    writer.write(ts, *line, shard=0)
-    return path
-
-
 T0 = 1_700_000_000.0
 SCRIPT = [
     Envelope(Kind.NODE, T0, node("a"), "node-events/0"),
@@ -560,7 +501,7 @@ def test_a_recorded_live_run_with_pods_bound_elsewhere_replays_offline_to_the_sa
     tmp_path: Path,
 ) -> None:
     carried, live = simulated_live_run(SCRIPT)
-    log = write_placement_log(tmp_path / "placement.jsonl", carried)
+    log = write_placement_log(tmp_path / "placement.jsonl", {0: carried})
     bound_lines = [e for e in read_events(log, placement=True) if isinstance(e.value, PodBound)]
     assert [(e.topic, e.key) for e in bound_lines] == [
         ("pod-requests", uid) for uid in ("other-1", "other-2", "web-0", "other-3")

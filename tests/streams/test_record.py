@@ -19,7 +19,6 @@ import sys
 import time
 import uuid
 import zlib
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,16 +31,16 @@ from schemas.events import Binding, BindingResult, MetricSample
 from schemas.exceptions import EventLogError
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodDeleted, PodRequest
-from streams.client import DELETED_BY_OWNER, RELEASED, Deletion, EyrieClient, latest_decisions
-from streams.core.ledger import Ledger
+from streams.client import DELETED_BY_OWNER, EyrieClient, latest_decisions
 from streams.core.metrics import MetricsCore
 from streams.core.sequencer import Envelope, Kind, Watermark, encode_envelopes
-from streams.core.shard import Output, Release, Shard
+from streams.core.shard import Output, Shard
 from streams.demo.processes import start_role, stop_all
-from streams.recording.record import Admissions, placement_line
+from streams.recording.record import Admissions
 from streams.recording.replay import replay_offline
 from streams.settings import Settings, load_settings
 from tests.commands import REPO, run_module
+from tests.streams.simulate import simulated_live_run, write_placement_log
 
 # ------------------------------------------------------------------------------------------- builders
 
@@ -92,60 +91,6 @@ class Watched(Shard):
         outputs = super().apply(envelope)
         self.seen.append((self.now, envelope))
         return outputs
-
-
-def write_placement_log(path: Path, partitions: dict[int, list[Envelope]]) -> Path:
-    """What `eyrie record` writes for these sequencer partitions."""
-    with EventLogWriter(path) as writer:
-        for partition, envelopes in partitions.items():
-            admissions = Admissions()
-            for envelope in envelopes:
-                admissions.feed(envelope)
-                for ts, applied in admissions.take():
-                    line = placement_line(applied)
-                    if line is not None:
-                        writer.write(ts, *line, shard=partition)
-    return path
-
-
-def simulated_live_run(script: list[Envelope]) -> tuple[list[Envelope], dict[str, tuple[str | None, str]]]:
-    """A shard and an applier's ledger as the pipeline runs them: each binding's result reaches the
-    sequencer one input later. Returns what the sequencer carried and each pod's live decision (deletions
-    as `eyrie decisions` sees them: the owners' and placement's releases)."""
-    shard, ledger = Shard(), Ledger({}, {})
-    carried: list[Envelope] = []
-    on_the_way: deque[Envelope] = deque()
-    bindings: dict[str, Binding] = {}
-    results: dict[str, BindingResult] = {}
-    deletions: dict[str, Deletion] = {}
-
-    def feed(envelope: Envelope) -> None:
-        carried.append(envelope)
-        if envelope.kind is Kind.NODE:
-            ledger.apply_node_event(envelope.value, envelope.ts)
-        if envelope.kind is Kind.DELETE:
-            deletions[envelope.value.uid] = Deletion(envelope.value.ts, DELETED_BY_OWNER, math.inf)
-        for output in shard.feed(envelope):
-            if isinstance(output, Binding):
-                bindings[output.uid] = output
-                result = ledger.apply(output, output.decided_at + 0.5)
-                results[output.uid] = result
-                on_the_way.append(env(Kind.RESULT, result.at, result, "bindings/0"))
-            elif isinstance(output, BindingResult):
-                results[output.uid] = output
-            elif isinstance(output, Release):
-                ledger.delete(output.deleted.uid, output.deleted.ts)
-                if output.deleted.uid not in deletions:
-                    attempt = bindings[output.deleted.uid].attempt
-                    deletions[output.deleted.uid] = Deletion(output.deleted.ts, RELEASED, attempt)
-
-    for envelope in script:
-        feed(envelope)
-        if on_the_way:
-            feed(on_the_way.popleft())
-    while on_the_way:
-        feed(on_the_way.popleft())
-    return carried, nodes_of(latest_decisions(bindings, results, deletions))
 
 
 def lines_so_far(path: Path) -> list[dict[str, Any]]:
