@@ -9,7 +9,6 @@ scripts can tell "down" from "something is wrong" (one ``error: ...`` line, exit
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from pathlib import Path
@@ -226,18 +225,6 @@ def _bridge_cluster(kubeconfig: str | None) -> tuple[KubeConfig, str]:
     )
 
 
-def _log_as_service() -> None:
-    """Log as the worker and the applier do (their lifecycle lines at least), unless told otherwise: the
-    `eyrie` callback counts only top-level commands as services, and it sees ``kube`` here."""
-    from streams.runtime.logs import OFF, EyrieHandler, JsonFormatter, configure_logging
-
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, EyrieHandler) and handler.levels.own >= OFF:
-            fmt = "json" if isinstance(handler.formatter, JsonFormatter) else "text"
-            configure_logging(level=logging.INFO, fmt=fmt, stream=handler.stream)
-            return
-
-
 @kube_app.command()
 @kafka_options
 @one_line_errors
@@ -307,6 +294,7 @@ def bridge(
     from schemas.exceptions import EyrieError
     from streams.runtime.kube_bridge import BridgeService
     from streams.runtime.lifecycle import run_until_signal
+    from streams.runtime.logs import log_as_service
 
     schedulers = list(dict.fromkeys(name.strip() for name in scheduler_name or ["eyrie"]))
     if not all(schedulers):
@@ -317,7 +305,7 @@ def bridge(
         raise ConfigError("--web-host: only with --web-port (without it no web server runs)")
     settings = settings_from(bootstrap, config, web_host=web_host)
     kube, where = _bridge_cluster(kubeconfig)
-    _log_as_service()
+    log_as_service()
     service = BridgeService(
         settings,
         kube,

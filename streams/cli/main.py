@@ -48,9 +48,6 @@ from streams.runtime.topics import ensure_topics
 
 __all__ = ["app", "main"]
 
-SERVICES = ("worker", "applier")
-"""Commands that run until stopped, and log as services do."""
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -104,13 +101,10 @@ def _configure(
     ] = False,
 ) -> None:
     # Log lines go to stderr. A one-shot command's failure is one `error:` line, so it shows log lines
-    # only when asked for; a worker or an applier is a service and always logs (streams.runtime.logs).
+    # only when asked for; a command that runs until stopped turns its own on (`log_as_service`).
     level = parse_level(log_level) if log_level is not None else logging.INFO
     fmt = parse_format(log_format)
-    service = ctx.invoked_subcommand in SERVICES
-    configure_logging(
-        level=level, fmt=fmt, verbose=verbose, quiet=not (service or verbose or log_level is not None)
-    )
+    configure_logging(level=level, fmt=fmt, verbose=verbose, quiet=not (verbose or log_level is not None))
 
 
 @app.command()

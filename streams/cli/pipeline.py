@@ -99,7 +99,10 @@ def _run_role(
     **flags: Any,
 ) -> None:
     from streams.runtime.app import create_app, run_app
+    from streams.runtime.logs import log_as_service
     from streams.runtime.topics import ensure_topics
+
+    log_as_service()
 
     if web_port is not None and not 1 <= web_port <= 65535:
         raise ConfigError(f"--web-port: {web_port} is not a TCP port (1-65535)")

@@ -43,6 +43,7 @@ __all__ = [
     "TextFormatter",
     "configure_logging",
     "flush_repeats",
+    "log_as_service",
     "parse_format",
     "parse_level",
 ]
@@ -301,6 +302,17 @@ def configure_logging(
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(min(library, logging.WARNING))
     return handler
+
+
+def log_as_service() -> None:
+    """A command that runs until stopped (worker, applier, bridge) logs as a service: its lifecycle lines at
+    least, even where the command line asked for no level (a one-shot command is quiet then). The format
+    and stream the command line chose are kept."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, EyrieHandler) and handler.levels.own >= OFF:
+            fmt = "json" if isinstance(handler.formatter, JsonFormatter) else "text"
+            configure_logging(level=logging.INFO, fmt=fmt, stream=handler.stream)
+            return
 
 
 def flush_repeats(*, every: bool = False) -> None:
