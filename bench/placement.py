@@ -1,7 +1,7 @@
 """Placement throughput: eyrie's Scheduler against a plain per-node Python loop, in the same process.
 
     python -m bench.placement [--nodes N] [--pods P] [--profile NAME] [--seed S] [--baseline-pods K]
-                              [--cprofile TOP]
+                              [--cprofile TOP] [--workload mixed|spread]
 
 A seeded synthetic cluster (node shapes, zones, GPUs, taints, cordons, 20-50% existing usage) and a seeded
 pod stream. Eyrie schedules every pod, one decision at a time (`add_pod` + `schedule`, every node filtered
@@ -40,18 +40,27 @@ import orjson
 
 from policies.drive import arrive, make_scheduler
 from policies.framework.profile import BUILTIN_PROFILES, ProfileSet
+from policies.plugins.imagelocality import MAX_CONTAINER_THRESHOLD, MIN_THRESHOLD, normalized_image_name
 from policies.scheduler import Explanation, Outcome, Placed, Scheduler, Unschedulable
 from policies.snapshot import nonzero_requests
 from policies.usage import PORTRAIT_METRICS, WINDOW_METRICS
 from portraits.hourly import HOURS, Portrait
+from schemas.gpu import GpuCards
 from schemas.node import NodeSpec
-from schemas.pod import PodRequest
+from schemas.pod import (
+    LabelSelector,
+    PodAffinity,
+    PodAffinityTerm,
+    PodRequest,
+    TopologySpreadConstraint,
+)
 from schemas.quantity import Resources
 
 GIB = 2**30
 MIB = 2**20
 GPU = "nvidia.com/gpu"
 ZONE_KEY = "topology.kubernetes.io/zone"
+HOSTNAME_KEY = "kubernetes.io/hostname"
 TYPE_KEY = "node-type"
 GENERATION_KEY = "example.com/generation"
 LIFECYCLE_KEY = "lifecycle"
@@ -160,6 +169,8 @@ def make_nodes(count: int, rng: random.Random) -> list[NodeSpec]:
                 labels=labels,
                 taints=taints,
                 unschedulable=cordoned,
+                # Per-card accounting for the gpu-share profile (other profiles read nvidia.com/gpu).
+                gpus=GpuCards(count=gpus, model=instance) if gpus else None,
             )
         )
     return specs
@@ -241,7 +252,13 @@ def make_pod(i: int, rng: random.Random, scheduler_name: str) -> PodRequest:
         requests = {"cpu": cpu, "memory": memory}
         if kind < 0.15:
             gpus = rng.choice((1, 1, 1, 1, 2, 2, 4, 8))
-            requests[GPU] = gpus
+            if scheduler_name.startswith("gpu-share"):
+                # The gpu-share mix: as in the openb trace, most GPU pods share one card.
+                share = rng.random() < 0.6
+                data["gpu"] = {"milli": rng.choice((100, 250, 300, 500, 700)) if share else 1000}
+                data["gpu"]["count"] = 1 if share else gpus
+            else:
+                requests[GPU] = gpus
             tolerations.append({"key": GPU, "operator": "Exists", "effect": "NoSchedule"})
         if rng.random() < 0.10:
             requests["ephemeral-storage"] = rng.randint(1, 20) * GIB
@@ -481,13 +498,31 @@ def run_eyrie(
 
 FILTERS = {
     "NodeUnschedulable",
+    "NodeName",
     "TaintToleration",
     "NodeAffinity",
     "NodeSelector",
     "NodePorts",
     "NodeResourcesFit",
+    "PodTopologySpread",
+    "InterPodAffinity",
 }
-SCORERS = {"TaintToleration", "NodeResourcesFit", "NodeResourcesBalancedAllocation"}
+SCORERS = {
+    "TaintToleration",
+    "NodeAffinity",
+    "NodeResourcesFit",
+    "PodTopologySpread",
+    "InterPodAffinity",
+    "NodeResourcesBalancedAllocation",
+    "ImageLocality",
+}
+PRE_FILTERS = {"NodeAffinity", "PodTopologySpread"}
+"""PreFilters the baseline covers: NodeAffinity's only narrows the nodes to those its filter accepts;
+PodTopologySpread's skips pods without constraints (eyrie derives no default selector, so the system
+default constraints apply to none), the only pods the baseline takes."""
+POST_FILTERS = {"DefaultPreemption"}
+"""PostFilters the baseline covers by never running them: a pod eyrie places by preempting counts as a
+decision that differs."""
 NATIVE = ("cpu", "memory", "ephemeral-storage")
 
 
@@ -502,14 +537,17 @@ class Plan:
     fit_resources: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
     shape: tuple[tuple[int, int], ...] = ()
     balanced_resources: tuple[str, ...] = ("cpu", "memory")
+    kubernetes_version: tuple[int, int] = (1, 36)
+    """BalancedAllocation scores the change in balance from 1.36 and skips pods requesting none of its
+    resources from 1.34."""
 
 
 def make_plan(name: str) -> tuple[Plan | None, str]:
     profile = ProfileSet.builtin().get(name)
     assert profile is not None
     stages: list[Any] = [
-        *profile.pre_filter,
-        *profile.post_filter,
+        *(p for p in profile.pre_filter if p.name not in PRE_FILTERS),
+        *(p for p in profile.post_filter if p.name not in POST_FILTERS),
         *profile.pre_score,
         *profile.reserve,
         *profile.permit,
@@ -525,7 +563,9 @@ def make_plan(name: str) -> tuple[Plan | None, str]:
     if unknown:
         return None, f"baseline does not implement {', '.join(sorted(set(unknown)))}"
     config = {e["name"]: e.get("args") or {} for e in BUILTIN_PROFILES[name].get("pluginConfig", [])}
-    plan = Plan(filters, scorers)
+    if config.get("NodeAffinity", {}).get("addedAffinity"):
+        return None, "baseline does not implement NodeAffinity's addedAffinity"
+    plan = Plan(filters, scorers, kubernetes_version=profile.handle.kubernetes_version)
     strategy = config.get("NodeResourcesFit", {}).get("scoringStrategy", {})
     if strategy:
         resources = strategy.get("resources")
@@ -537,6 +577,7 @@ def make_plan(name: str) -> tuple[Plan | None, str]:
             tuple((r["name"], r.get("weight") or 1) for r in resources) if resources else plan.fit_resources,
             # The API's shape scores are 0..10; the scheduler scales them to 0..100.
             tuple((p["utilization"], p["score"] * 10) for p in shape),
+            kubernetes_version=plan.kubernetes_version,
         )
     balanced = config.get("NodeResourcesBalancedAllocation", {}).get("resources")
     if balanced:
@@ -547,6 +588,7 @@ def make_plan(name: str) -> tuple[Plan | None, str]:
             plan.fit_resources,
             plan.shape,
             tuple(r["name"] for r in balanced),
+            plan.kubernetes_version,
         )
     return plan, ""
 
@@ -564,6 +606,7 @@ class PlainNode:
     nonzero_memory: int = 0
     pods: int = 0
     ports: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    images: frozenset[str] = frozenset()
 
 
 Toleration = tuple[str, str, str, str]  # key, operator, value, effect
@@ -597,6 +640,84 @@ def _matches(labels: dict[str, str], key: str, operator: str, values: list[str])
     except ValueError:
         return False
     return number > int(values[0]) if operator == "Gt" else number < int(values[0])
+
+
+def as_deployments(pods: list[PodRequest], rng: random.Random) -> list[PodRequest]:
+    """The ``spread`` workload: the same pods, grouped in order into deployments of 5-50 replicas, each
+    labelled ``app=<deployment>`` and spread by its app label: across zones (DoNotSchedule, maxSkew 1) for
+    most, across hosts (ScheduleAnyway) for many, and about a third keep one replica per host (required
+    pod anti-affinity on ``kubernetes.io/hostname``). Node selectors of the individual pods are dropped, so
+    a deployment's replicas ask for the same nodes."""
+    out: list[PodRequest] = []
+    index = 0
+    deployment = 0
+    while index < len(pods):
+        replicas = rng.randint(5, 50)
+        app = f"deploy-{deployment}"
+        selector = LabelSelector(match_labels={"app": app})
+        constraints: list[TopologySpreadConstraint] = []
+        if rng.random() < 0.8:
+            constraints.append(
+                TopologySpreadConstraint(
+                    max_skew=1,
+                    topology_key=ZONE_KEY,
+                    when_unsatisfiable="DoNotSchedule",
+                    label_selector=selector,
+                )
+            )
+        if rng.random() < 0.6:
+            constraints.append(
+                TopologySpreadConstraint(
+                    max_skew=1,
+                    topology_key=HOSTNAME_KEY,
+                    when_unsatisfiable="ScheduleAnyway",
+                    label_selector=selector,
+                )
+            )
+        anti = None
+        if rng.random() < 0.33:
+            anti = PodAffinity(required=[PodAffinityTerm(label_selector=selector, topology_key=HOSTNAME_KEY)])
+        for pod in pods[index : index + replicas]:
+            update: dict[str, Any] = {
+                "labels": {**pod.labels, "app": app},
+                "workload": app,
+                "node_selector": {},
+                "topology_spread_constraints": constraints,
+                "pod_anti_affinity": anti,
+            }
+            out.append(pod.model_copy(update=update))
+        index += replicas
+        deployment += 1
+    return out
+
+
+def inter_pod_terms(pod: PodRequest) -> bool:
+    """Whether the pod has pod affinity or anti-affinity terms (the baseline implements InterPodAffinity only
+    for clusters without any: its filter then passes every node and its PreScore skips, scoring 0)."""
+    return any(
+        terms is not None and (terms.required or terms.preferred)
+        for terms in (pod.pod_affinity, pod.pod_anti_affinity)
+    )
+
+
+def _term_matches(
+    node: PlainNode, expressions: Sequence[tuple[str, str, list[str]]], names: list[str]
+) -> bool:
+    """A node selector term: expressions on labels and metadata.name fields ANDed; an empty term matches
+    nothing."""
+    if not expressions and not names:
+        return False
+    return all(_matches(node.labels, *e) for e in expressions) and all(n == node.name for n in names)
+
+
+def _field_names(term: Any) -> list[str]:
+    """The ``metadata.name`` field requirements of a term as the single names they allow (In with one
+    value, as the API allows for fields); anything else never matches."""
+    names = []
+    for requirement in term.match_fields:
+        ok = requirement.operator == "In" and len(requirement.values) == 1
+        names.append(requirement.values[0] if ok else "\0")
+    return names
 
 
 def _broken_linear(shape: Sequence[tuple[int, int]], utilization: int) -> int:
@@ -634,13 +755,24 @@ class Baseline:
                 taints=[(t.key, t.value, t.effect) for t in spec.taints],
                 allocatable={k: v for k, v in spec.allocatable.items() if k != "pods"},
                 max_pods=spec.allocatable.get("pods", spec.capacity.get("pods", 110)),
+                images=frozenset(name for image in spec.images for name in image.names),
             )
             self.index[spec.name] = len(self.nodes)
             self.nodes.append(node)
             for pod in pods:
                 self.place(pod, node)
+        # ImageLocality's image states: each image's size (from the first node reporting it) and how many
+        # nodes hold it.
+        self.images: dict[str, tuple[int, int]] = {}
+        for spec in cluster.specs:
+            for name in {name for image in spec.images for name in image.names}:
+                size = next(i.size_bytes for i in spec.images if name in i.names)
+                known = self.images.get(name)
+                self.images[name] = (known[0] if known else size, (known[1] if known else 0) + 1)
 
     def place(self, pod: PodRequest, node: PlainNode) -> None:
+        if inter_pod_terms(pod):
+            raise ValueError(f"{pod.uid}: the baseline does not implement InterPodAffinity's terms")
         for resource, amount in pod.effective_requests.items():
             node.requested[resource] = node.requested.get(resource, 0) + amount
         cpu, memory = nonzero_requests(pod)
@@ -660,9 +792,22 @@ class Baseline:
         prefer = [t for t in tolerations if t[3] in ("", "PreferNoSchedule")]
         tolerates_cordon = _tolerates(tolerations, CORDON_TAINT, "", "NoSchedule")
         selector = list(pod.node_selector.items())
+        if inter_pod_terms(pod):
+            raise ValueError(f"{pod.uid}: the baseline does not implement InterPodAffinity's terms")
         terms = [
-            [(e.key, e.operator, e.values) for e in term.match_expressions] for term in pod.node_affinity
+            ([(e.key, e.operator, e.values) for e in term.match_expressions], _field_names(term))
+            for term in pod.node_affinity
         ]
+        preferred = [
+            (
+                p.weight,
+                [(e.key, e.operator, e.values) for e in p.preference.match_expressions],
+                _field_names(p.preference),
+            )
+            for p in pod.preferred_node_affinity
+        ]
+        containers = [*pod.init_containers, *pod.containers]
+        images = [normalized_image_name(c.image) for c in containers]
         ports = [(p.protocol, p.port, p.host_ip) for p in pod.host_ports]
 
         def unschedulable(node: PlainNode) -> bool:
@@ -680,8 +825,8 @@ class Baseline:
                 return True
             if not terms:
                 return False
-            # Terms are ORed, expressions ANDed; a term without expressions matches nothing.
-            return not any(term and all(_matches(labels, *expr) for expr in term) for term in terms)
+            # Terms are ORed, their requirements ANDed; an empty term matches nothing.
+            return not any(_term_matches(node, expressions, names) for expressions, names in terms)
 
         def port_taken(node: PlainNode) -> bool:
             for protocol, port, ip in ports:
@@ -696,8 +841,14 @@ class Baseline:
                 return True
             return any(q > node.allocatable.get(r, 0) - node.requested.get(r, 0) for r, q in wanted.items())
 
+        def wrong_name(node: PlainNode) -> bool:
+            return pod.node_name is not None and node.name != pod.node_name
+
         checks: dict[str, Callable[[PlainNode], bool]] = {
             "NodeUnschedulable": unschedulable,
+            "NodeName": wrong_name,
+            "InterPodAffinity": lambda node: False,
+            "PodTopologySpread": lambda node: False,
             "TaintToleration": tainted,
             "NodeAffinity": unmatched,
             "NodeSelector": unmatched,
@@ -736,7 +887,12 @@ class Baseline:
                 return (2 * node_score + weight_sum) // (2 * weight_sum)  # math.Round, exactly
             return node_score // weight_sum
 
-        def balanced_score(node: PlainNode) -> int:
+        # BalancedAllocation's PreScore skips (1.34 on) a pod requesting none of its resources: 0 everywhere.
+        balanced_skip = plan.kubernetes_version >= (1, 34) and not any(
+            requests.get(r, 0) for r in plan.balanced_resources
+        )
+
+        def balance(node: PlainNode, with_pod: bool) -> int:
             fractions = []
             for resource in plan.balanced_resources:
                 request = requests.get(resource, 0)
@@ -745,7 +901,7 @@ class Baseline:
                 a = node.allocatable.get(resource, 0)
                 if a == 0:
                     continue
-                fractions.append(min((node.requested.get(resource, 0) + request) / a, 1.0))
+                fractions.append(min((node.requested.get(resource, 0) + request * with_pod) / a, 1.0))
             if len(fractions) == 2:
                 std = abs((fractions[0] - fractions[1]) / 2)
             elif len(fractions) > 2:
@@ -754,6 +910,30 @@ class Baseline:
             else:
                 std = 0.0
             return int((1 - std) * 100)
+
+        def balanced_score(node: PlainNode) -> int:
+            if balanced_skip:
+                return 0
+            if plan.kubernetes_version < (1, 36):
+                return balance(node, True)
+            # 1.36: the change in balance the pod causes, 50 + (50 + with - without) / 2 (never negative).
+            return 50 + (50 + balance(node, True) - balance(node, False)) // 2
+
+        def preferred_affinity(node: PlainNode) -> int:
+            return sum(w for w, expressions, names in preferred if _term_matches(node, expressions, names))
+
+        max_threshold = MAX_CONTAINER_THRESHOLD * len(containers)
+
+        def image_locality(node: PlainNode) -> int:
+            total = 0
+            for name in images:
+                if name in node.images:
+                    size, holders = self.images[name]
+                    total += int(float(size) * (float(holders) / float(len(self.nodes))))
+            if max_threshold <= MIN_THRESHOLD:
+                return 0
+            total = min(max(total, MIN_THRESHOLD), max_threshold)
+            return 100 * (total - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
 
         def soft_taints(node: PlainNode) -> int:
             return sum(
@@ -766,6 +946,10 @@ class Baseline:
             "TaintToleration": soft_taints,
             "NodeResourcesFit": fit_score,
             "NodeResourcesBalancedAllocation": balanced_score,
+            "NodeAffinity": preferred_affinity,
+            "InterPodAffinity": lambda node: 0,
+            "PodTopologySpread": lambda node: 0,
+            "ImageLocality": image_locality,
         }
         scorers = [(name, raw[name]) for name, _ in plan.scorers]
 
@@ -784,12 +968,16 @@ class Baseline:
         if not feasible:
             return Verdict(Decision(None), rejected)
 
-        # TaintToleration's NormalizeScore, reversed, over the feasible nodes.
+        # DefaultNormalizeScore over the feasible nodes: TaintToleration's reversed, NodeAffinity's not.
         for k, (name, _) in enumerate(plan.scorers):
             if name == "TaintToleration":
                 highest = max(scores[k] for scores in per_node)
                 for scores in per_node:
                     scores[k] = 100 if highest == 0 else 100 - 100 * scores[k] // highest
+            elif name == "NodeAffinity":
+                highest = max(scores[k] for scores in per_node)
+                for scores in per_node:
+                    scores[k] = 0 if highest == 0 else 100 * scores[k] // highest
         weights = [w for _, w in plan.scorers]
         totals = [sum(s * w for s, w in zip(scores, weights, strict=True)) for scores in per_node]
         best = max(totals)
@@ -1011,6 +1199,13 @@ def main() -> None:
     parser.add_argument(
         "--cprofile", type=int, default=0, help="after the figures, profile a run of the profile; print top N"
     )
+    parser.add_argument(
+        "--workload",
+        choices=("mixed", "spread"),
+        default="mixed",
+        help="spread: the pods as deployments of 5-50 replicas with topology spread (zone, host) and "
+        "required anti-affinity by app label",
+    )
     args = parser.parse_args()
     baseline_pods = min(args.pods, args.baseline_pods if args.baseline_pods is not None else 2000)
     load_aware = args.profile in LOAD_PROFILES
@@ -1018,6 +1213,8 @@ def main() -> None:
     started = time.perf_counter()
     pod_rng = random.Random(f"{args.seed}-pods")
     pods = [make_pod(i, pod_rng, args.profile) for i in range(args.pods)]
+    if args.workload == "spread":
+        pods = as_deployments(pods, random.Random(f"{args.seed}-deployments"))
     cluster = make_cluster(args.nodes, pods, args.seed)
     load: Load | None = None
     step = 0.0
@@ -1034,12 +1231,21 @@ def main() -> None:
     # Load-aware profiles: `default` on the same nodes, pods and measured load (the ratio's baseline), and
     # on a snapshot without measured load (what `--profile default` measures).
     default_runs: list[Run] = []
+    if args.profile.startswith("gpu-share"):
+        # No baseline implements per-card sharing: the reference is `default` on the same nodes and pods.
+        as_default = [p.model_copy(update={"scheduler_name": "default"}) for p in pods]
+        default_runs.append(timed_run("eyrie default, same pods", cluster, as_default, None, 0.0))
     if load_aware:
         as_default = [p.model_copy(update={"scheduler_name": "default"}) for p in pods]
         default_runs.append(timed_run("eyrie default, same load", cluster, as_default, load, step))
         default_runs.append(timed_run("eyrie default, no load", cluster, as_default, None, 0.0))
 
     plan, unsupported = make_plan(args.profile)
+    on_nodes = (pod for node_pods in cluster.existing for pod in node_pods)
+    if plan is not None and any(inter_pod_terms(p) for p in (*pods[:baseline_pods], *on_nodes)):
+        plan, unsupported = None, "baseline does not implement InterPodAffinity's terms (pods with them)"
+    if plan is not None and any(p.topology_spread_constraints for p in pods[:baseline_pods]):
+        plan, unsupported = None, "baseline does not implement PodTopologySpread (pods with constraints)"
     base: list[Decision] = []
     base_latencies: list[int] = []
     base_setup_s = 0.0
@@ -1064,7 +1270,8 @@ def main() -> None:
         base_per_s = reference.pods_per_s
     placed = main_run.placed
     print(
-        f"placement benchmark: {args.nodes} nodes, {args.pods} pods, profile {args.profile}, seed {args.seed}"
+        f"placement benchmark: {args.nodes} nodes, {args.pods} pods, profile {args.profile}, "
+        f"workload {args.workload}, seed {args.seed}"
     )
     low, high = cluster.fill
     snapshot_text = (
@@ -1147,6 +1354,7 @@ def main() -> None:
         "nodes": args.nodes,
         "pods": args.pods,
         "profile": args.profile,
+        "workload": args.workload,
         "cores": os.cpu_count(),
         "pods_per_s": round(pods_per_s, 1),
         "p50_decision_ms": round(_percentile(latencies, 50), 3),

@@ -425,6 +425,7 @@ def _extension_points(spec: Any) -> list[str]:
     from policies.framework.profile import Handle
 
     protocols = {
+        "preEnqueue": contract.PreEnqueuePlugin,
         "queueSort": contract.QueueSortPlugin,
         "preFilter": contract.PreFilterPlugin,
         "filter": contract.FilterPlugin,

@@ -8,7 +8,8 @@ requested totals and the pod count are derived as Kubernetes derives them) or as
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,8 +23,9 @@ from policies.usage import PORTRAIT_METRICS, WINDOW_METRICS, unknown_metric
 from portraits.hourly import HOURS, Portrait
 from schemas.codec import decode_json, model_from_mapping
 from schemas.exceptions import ConfigError, InvalidInput
-from schemas.manifest import is_pod_manifest, pod_from_manifest
-from schemas.node import NodeSpec, Taint
+from schemas.gpu import GpuCards
+from schemas.manifest import is_pod_manifest, manifest_warnings, pod_from_manifest
+from schemas.node import ContainerImage, NodeSpec, Taint
 from schemas.pod import PodRequest
 from schemas.quantity import ResourceList, Resources
 
@@ -32,11 +34,13 @@ __all__ = [
     "WindowStat",
     "build_scheduler",
     "explain_files",
+    "explain_in_cluster",
     "load_node_states",
     "load_pod",
     "read_document",
     "read_json_file",
     "resolve_profiles",
+    "scheduler_for_cluster",
     "to_portrait",
 ]
 
@@ -62,7 +66,10 @@ class NodeState(BaseModel):
     pods: Annotated[int, Field(ge=0)] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
+    images: list[ContainerImage] = Field(default_factory=list)
+    """The images the node holds (ImageLocality)."""
     unschedulable: bool = False
+    gpus: GpuCards | None = None
     window: dict[str, WindowStat] = Field(default_factory=dict)
     """Sliding-window mean and std per metric, in base units (cpu cores, memory bytes)."""
     portrait: dict[str, Annotated[list[tuple[Finite, Finite]], Field(min_length=24, max_length=24)]] = Field(
@@ -87,8 +94,10 @@ class NodeState(BaseModel):
             allocatable=self.allocatable,
             labels=self.labels,
             taints=self.taints,
+            images=self.images,
             unschedulable=self.unschedulable,
             oversell_rate=self.oversell_rate,
+            gpus=self.gpus,
         )
 
 
@@ -144,6 +153,8 @@ def load_pod(path: str | Path) -> tuple[PodRequest, dict[str, Any]]:
         raise InvalidInput(f"{path}: expected an object (a PodRequest or a Pod manifest)")
     try:
         if is_pod_manifest(document):
+            for warning in manifest_warnings(document):
+                print(f"warning: {path}: {warning}", file=sys.stderr)
             return pod_from_manifest(document), {}
         extras = {key: document.pop(key) for key in ("portrait",) if key in document}
         return model_from_mapping(PodRequest, document), extras
@@ -221,6 +232,20 @@ def resolve_profiles(
     return profiles, None
 
 
+def scheduler_for_cluster(
+    nodes: Iterable[NodeSpec], occupants: Iterable[tuple[PodRequest, str]], profiles: ProfileSet | None = None
+) -> Scheduler:
+    """A scheduler holding `nodes` with each (pod, node name) of `occupants` bound there, as a cluster's
+    objects describe it (pods bound by anyone)."""
+    scheduler = Scheduler(profiles)
+    snapshot = scheduler.snapshot
+    for spec in nodes:
+        scheduler.upsert_node(spec)
+    for pod, node in occupants:
+        snapshot.assume(snapshot.pod_info(pod), snapshot.row_of(node), bound=True)
+    return scheduler
+
+
 def explain_files(
     nodes: str | Path,
     pod_path: str | Path,
@@ -230,10 +255,30 @@ def explain_files(
     states = load_node_states(nodes)
     pod, extras = load_pod(pod_path)
     profiles, name = resolve_profiles(profile, scheduler_name, pod)
-    scheduler = build_scheduler(states, profiles)
+    return _explain(build_scheduler(states, profiles), pod, extras, pod_path, name)
+
+
+def explain_in_cluster(
+    scheduler: Scheduler,
+    pod: PodRequest,
+    extras: Mapping[str, Any],
+    pod_path: str | Path,
+    profile_name: str | None,
+) -> Explanation:
+    """One dry cycle for `pod` (as `load_pod` read it from `pod_path`) in the cluster `scheduler` holds."""
+    return _explain(scheduler, pod, extras, pod_path, profile_name)
+
+
+def _explain(
+    scheduler: Scheduler,
+    pod: PodRequest,
+    extras: Mapping[str, Any],
+    pod_path: str | Path,
+    profile_name: str | None,
+) -> Explanation:
     if "portrait" in extras:
         if not isinstance(extras["portrait"], dict):
             raise InvalidInput(f"{pod_path}: portrait: expected an object {{metric: [[mean, std] x 24]}}")
         portrait = to_portrait(extras["portrait"], "portrait")
         scheduler.snapshot.usage.set_workload_portrait(pod.workload or pod.uid, portrait)
-    return scheduler.explain(pod, profile_name=name)
+    return scheduler.explain(pod, profile_name=profile_name)

@@ -22,7 +22,9 @@ import numpy as np
 from policies.batch.placement import candidate_mask, plan_batch
 from policies.framework.contract import BoolArray, CycleContext, IntArray
 from policies.framework.profile import Profile, ProfileSet
-from policies.framework.status import Code
+from policies.framework.status import Code, Status
+from policies.gpu.cards import planned_cards
+from policies.plugins.gpushare.fit import NAME as GPU_SHARE_FIT
 from policies.snapshot import PodInfo, Snapshot
 from schemas.node import NodeSpec
 from schemas.pod import PodRequest
@@ -53,6 +55,8 @@ class Placed:
     node_version: int
     attempt: int
     batch_id: str | None = None
+    gpu_cards: tuple[int, ...] = ()
+    """The GPU cards of the node the pod was assumed on (docs/gpu-sharing.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +149,15 @@ class _Batch:
     pods: list[tuple[_Queued, float]] = field(default_factory=list)
 
 
+class _RejectedRows(dict[int, str]):
+    """Row → the filter that rejected it, as PostFilter receives it, with `groups`: each plugin's rows as
+    an array, in the same order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: list[tuple[str, IntArray]] = []
+
+
 @dataclass(slots=True)
 class _Rejection:
     """Which filter dropped which rows; masks and reasons are worked out only when read.
@@ -174,7 +187,14 @@ class _Rejection:
         return self._steps
 
     def by_row(self) -> dict[int, str]:
-        return {int(row): plugin.name for plugin, dropped in self.steps for row in np.flatnonzero(dropped)}
+        # The steps' rows are disjoint: one dict per plugin, built in C, merged in order. The rows of each
+        # plugin go along as arrays (`groups`), so PostFilter need not split the dict again row by row.
+        result = _RejectedRows()
+        for plugin, dropped in self.steps:
+            rows = np.flatnonzero(dropped).astype(np.int64)
+            result.update(dict.fromkeys(rows.tolist(), plugin.name))
+            result.groups.append((plugin.name, rows))
+        return result
 
     def reasons(self) -> dict[int, list[str]]:
         """Per rejected row (for an explanation)."""
@@ -198,7 +218,7 @@ class _Rejection:
                 continue
             # Plugins share one list among rows with the same reasons: count the lists, then their reasons.
             lists = plugin.reasons(self.ctx, rows)
-            by_identity = {id(reasons): reasons for reasons in lists}
+            by_identity = dict(zip(map(id, lists), lists, strict=True))
             for identity, count in Counter(map(id, lists)).items():
                 for reason in by_identity[identity]:
                     histogram[reason] += count
@@ -211,6 +231,10 @@ def fit_error(total_nodes: int, histogram: Counter[str]) -> tuple[tuple[str, ...
     counted = tuple(sorted(f"{count} {reason}" for reason, count in histogram.items() if count))
     message = f"0/{total_nodes} nodes are available" + (f": {', '.join(counted)}." if counted else ".")
     return counted, message
+
+
+def _checks_cards(profile: Profile) -> bool:
+    return any(plugin.name == GPU_SHARE_FIT for plugin in profile.filter)
 
 
 def _tie_break(uid: str, tied: Sized) -> int:
@@ -255,6 +279,8 @@ class Scheduler:
         self._listeners: dict[str, list[Any]] = {}
         self._listeners_version = -1
         self._batches: dict[tuple[str, str], _Batch] = {}
+        self._gated: dict[str, PodRequest] = {}
+        """Pods PreEnqueue holds back (scheduling gates), by uid: the latest version of each."""
 
     # ------------------------------------------------------------------------------ cluster events
 
@@ -276,14 +302,20 @@ class Scheduler:
         self._cluster_changed()
 
     def add_pod(self, pod: PodRequest, now: float) -> list[Outcome]:
-        """Queue a pod. A uid already queued, waiting or placed is ignored (requests are idempotent)."""
+        """Queue a pod. A uid already queued, waiting or placed is ignored (requests are idempotent); a
+        gated one (PreEnqueue) is replaced by the new version, which is queued once nothing holds it."""
         self._now = now
         if pod.uid in self._queue or pod.uid in self.snapshot.pods:
             return []
         profile = self.profiles.get(pod.scheduler_name)
         if profile is None:
+            self._gated.pop(pod.uid, None)
             reason = self.unknown_profile(pod.scheduler_name)
             return [Unschedulable(pod.uid, (reason,), pod.scheduler_name, 0, reason)]
+        if self._held(pod, profile) is not None:
+            self._gated[pod.uid] = pod
+            return []
+        self._gated.pop(pod.uid, None)
         queued = _Queued(pod, self._arrivals)
         self._arrivals += 1
         self._queue[pod.uid] = queued
@@ -299,9 +331,18 @@ class Scheduler:
                     self._nudged.append(waiting.pod.uid)
         return []
 
+    def _held(self, pod: PodRequest, profile: Profile) -> Status | None:
+        """The first PreEnqueue plugin's refusal to let the pod into the queue, if any."""
+        for plugin in profile.pre_enqueue:
+            status = plugin.pre_enqueue(pod)
+            if not status.ok:
+                return status
+        return None
+
     def delete_pod(self, uid: str, now: float) -> list[Outcome]:
         """The pod is gone: release whatever it held and drop it from the queue."""
         self._now = now
+        self._gated.pop(uid, None)
         self._drop_pending(uid, reason="deleted")
         if self.snapshot.forget(uid) is not None:
             self._cluster_changed()
@@ -404,6 +445,10 @@ class Scheduler:
         if profile is None:
             message = self.unknown_profile(pod.scheduler_name)
             return Explanation(pod.uid, None, [], {}, {}, {}, message=message)
+        held = self._held(pod, profile)
+        if held is not None:
+            # Placement would not try it: say so rather than pick a node it would not get.
+            return Explanation(pod.uid, None, [], {}, {}, {}, message=held.reasons[0], profile=profile.name)
         self._attach(profile)
         explanation = self._cycle(_Queued(pod, -1), profile, now, explain=True)
         assert explanation is not None
@@ -412,8 +457,12 @@ class Scheduler:
 
     @property
     def pending(self) -> int:
-        """Pods queued or waiting (not placed, not dropped)."""
-        return len(self._queue)
+        """Pods queued, waiting or gated (not placed, not dropped)."""
+        return len(self._queue) + len(self._gated)
+
+    def gated(self) -> dict[str, PodRequest]:
+        """The pods held out of the queue by PreEnqueue (scheduling gates), by uid; read, never write."""
+        return self._gated
 
     # ------------------------------------------------------------------------------- the cycle
 
@@ -473,13 +522,19 @@ class Scheduler:
         for scorer, weight in profile.score:
             scores = scorer.score(ctx, nodes)
             per_plugin[scorer.name] = scores
-            total += scores if weight == 1 else weight * scores
+            if weight == 1:
+                total += scores
+            elif np.count_nonzero(scores):  # plugins with nothing to say (PreScore's Skip) score all 0
+                total += weight * scores
 
-        # Select: the highest total; ties broken by a choice seeded with the pod's uid.
+        # Select: the highest total; ties broken by a choice seeded with the pod's uid, or (tieBreak: name)
+        # by the lowest node name.
         best = total.max()
         tied = np.flatnonzero(total == best)
         if len(tied) == 1:
             position = int(tied[0])
+        elif profile.tie_break == "name":
+            position = int(tied[np.argmin(snapshot.name_rank()[nodes[tied]])])
         else:
             # The tied nodes in name order (live nodes' names are distinct), as `_tie_break` expects.
             by_name = tied[np.argsort(snapshot.name_rank()[nodes[tied]])]
@@ -490,7 +545,8 @@ class Scheduler:
             return self._explanation(pod, nodes, rejection, per_plugin, total, row)
 
         # Reserve: assume the pod on the node at once, so the next cycle sees it (the assume cache).
-        snapshot.assume(info, row, at=now, attempt=queued.attempt)
+        cards = planned_cards(ctx.state, row, snapshot.gpu_free[row], pod.gpu)
+        snapshot.assume(info, row, at=now, attempt=queued.attempt, gpu_cards=cards)
         for reserve in profile.reserve:
             status = reserve.reserve(ctx, row)
             if not status.ok:
@@ -592,7 +648,8 @@ class Scheduler:
     ) -> None:
         """Reserve and Permit for a pod the batch put on `row`, as the end of `_cycle` does."""
         pod = queued.pod
-        self.snapshot.assume(ctx.info, row, at=now, attempt=queued.attempt)
+        cards = planned_cards(ctx.state, row, self.snapshot.gpu_free[row], pod.gpu)
+        self.snapshot.assume(ctx.info, row, at=now, attempt=queued.attempt, gpu_cards=cards)
         for reserve in profile.reserve:
             status = reserve.reserve(ctx, row)
             if not status.ok:
@@ -652,6 +709,7 @@ class Scheduler:
     ) -> None:
         pod, snapshot = queued.pod, self.snapshot
         spec = snapshot.specs[row]
+        record = snapshot.pods.get(pod.uid)
         self._queue.pop(pod.uid, None)
         self._outbox.append(
             Placed(
@@ -664,6 +722,10 @@ class Scheduler:
                 node_version=int(snapshot.version[row]),
                 attempt=queued.attempt,
                 batch_id=pod.batch_id,
+                # Only a profile that checks cards (GpuShareFit) promises them: the ledger and the device
+                # plugin hold a binding to its cards. Others see GPUs as whole nvidia.com/gpu units, as
+                # kube-scheduler does, and their bindings name no card.
+                gpu_cards=record.gpu_cards if record is not None and _checks_cards(profile) else (),
             )
         )
 

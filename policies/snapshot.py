@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +23,10 @@ import numpy as np
 import numpy.typing as npt
 
 from policies.framework.contract import BoolArray, IntArray
+from policies.gpu.cards import DEFAULT_RULE, choose_cards
 from schemas.exceptions import InvalidInput
 from schemas.node import NodeSpec
-from schemas.pod import Container, PodRequest, Toleration
+from schemas.pod import Container, PodRequest, Toleration, _effective
 
 if TYPE_CHECKING:
     from policies.usage import NodeUsage
@@ -90,27 +91,43 @@ def _add_column(array: IntArray) -> IntArray:
     return grown
 
 
-def _container_nonzero(container: Container) -> tuple[int, int]:
+def _with_defaults(container: Container, defaults: Mapping[str, int]) -> Container:
     # Only a *missing* request takes the default; an explicit 0 stays 0 (resourcehelper.applyNonMissing).
-    cpu = container.requests.get("cpu", DEFAULT_MILLI_CPU_REQUEST)
-    memory = container.requests.get("memory", DEFAULT_MEMORY_REQUEST)
-    return cpu, memory
+    missing = {name: amount for name, amount in defaults.items() if name not in container.requests}
+    if not missing:
+        return container
+    return container.model_copy(update={"requests": {**container.requests, **missing}})
 
 
-def nonzero_requests(pod: PodRequest) -> tuple[int, int]:
-    """(cpu millicores, memory bytes) of the pod with the non-zero defaults applied per container, init
-    containers included, then overhead: Kubernetes' PodRequests with NonMissingContainerRequests."""
-    cpu = memory = 0
+def nonzero_requests(pod: PodRequest, *, scoring: bool = False) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) of the pod as kube-scheduler's cache counts them on a node
+    (PodInfo.CalculateResource): PodRequests with the non-zero defaults applied to each container's missing
+    cpu or memory request (app, init and sidecar containers, combined as for the requests), then pod-level
+    requests and overhead. With pod-level requests set, only a resource the pod requests nowhere takes
+    the default (getNonMissingContainerRequests).
+
+    `scoring`: the pod's own share as the Fit scorers compute it (calculatePodResourceRequest): every
+    container gets its missing defaults and pod-level requests are ignored, as v1.36's Fit builds its
+    scorer (LeastAllocated, MostAllocated, RequestedToCapacityRatio) without the PodLevelResources feature,
+    so SkipPodLevelResources holds there; kube-scheduler's own score logs show the containers' defaults."""
+    defaults = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
+    if (
+        not scoring
+        and pod.resources is not None
+        and any(name in ("cpu", "memory") or name.startswith("hugepages-") for name in pod.resources.requests)
+    ):
+        requests = pod.effective_requests
+        defaults = {name: amount for name, amount in defaults.items() if name not in requests}
     # Per container, as upstream: a request with no containers at all ({"uid": ...}) adds nothing, while
     # each container that asks for nothing counts the defaults.
-    for container in pod.containers:
-        c, m = _container_nonzero(container)
-        cpu += c
-        memory += m
-    for container in pod.init_containers:
-        c, m = _container_nonzero(container)
-        cpu, memory = max(cpu, c), max(memory, m)
-    return cpu + pod.overhead.get("cpu", 0), memory + pod.overhead.get("memory", 0)
+    total = _effective(
+        [_with_defaults(container, defaults) for container in pod.containers],
+        [_with_defaults(container, defaults) for container in pod.init_containers],
+        None if scoring else pod.resources,
+        pod.overhead,
+        "requests",
+    )
+    return total.get("cpu", 0), total.get("memory", 0)
 
 
 @dataclass(slots=True)
@@ -125,6 +142,10 @@ class PodInfo:
     """Columns the pod requests a positive amount of (the Fit filter checks only those)."""
     nonzero_cpu: int
     nonzero_memory: int
+    score_cpu: int
+    score_memory: int
+    """cpu and memory with the defaults as the Fit scorers count the pod itself (`nonzero_requests`'s
+    `scoring`); `nonzero_*` is what it adds to a node."""
     limits: IntArray
     """Limits per column, or the request where the pod sets no limit."""
     width: int
@@ -142,6 +163,9 @@ class PodRecord:
     """When it was placed; -inf for pods there before any measurement (the measured load covers them)."""
     attempt: int = 0
     """The binding number that put it here: placed again after losing its node, it takes a later one."""
+    gpu_cards: tuple[int, ...] = ()
+    """The GPU cards (indexes on its node) it holds `gpu.milli` of each: one for a share, `gpu.count` for
+    whole cards; empty when it asks for none or the node has no cards."""
 
 
 @dataclass(slots=True)
@@ -304,9 +328,26 @@ class Snapshot:
         self.pods: dict[str, PodRecord] = {}
         self.pods_on_row: list[set[str]] = []
         self.label_counters: dict[tuple[str, ...], LabelCounter] = {}
+        self.pod_listeners: list[Callable[[PodRecord, int], None]] = []
+        """Called with each pod accounted (+1: assume) or released (-1: forget), after the row's own
+        accounting: incremental indexes over pods (`policies.podlabels`) keep up through it."""
+        self.extensions: dict[str, Any] = {}
+        """Per-snapshot structures that plugins share and attach here (e.g. `PodLabelIndex.of`)."""
         self._usage: NodeUsage | None = None
         self.journals = {kind: _Journal() for kind in CHANGES}
         """Rows changed, by kind of change (`RowCursor` reads them)."""
+        # GPU cards (docs/gpu-sharing.md): free milli per card, row-major because a fit reads whole rows.
+        self.gpu_free = np.full((0, 0), -1, dtype=np.int64)
+        """Rows × cards (as many as the node with most): free milli of each card; -1 where the node has no
+        such card, so no request (milli >= 1) fits it. A pod booked where it did not fit (bound by someone
+        else, or placed by a profile without GpuShareFit) may leave a card below 0, which fits nothing."""
+        self.gpu_cards = np.zeros(0, dtype=np.int64)
+        """Cards per row."""
+        self.gpu_card_milli = np.zeros(0, dtype=np.int64)
+        """Milli of one card per row (`GpuCards.milli_per_card`; 0 without cards)."""
+        self.gpu_model = np.zeros(0, dtype=np.int64)
+        """Card model id per row (`gpu_model_vocab`), -1 without cards or model."""
+        self.gpu_model_vocab: dict[str, int] = {}
 
     @property
     def usage(self) -> NodeUsage:
@@ -396,6 +437,12 @@ class Snapshot:
         for by_ip in self.ports.values():
             for ip, counts in by_ip.items():
                 by_ip[ip] = grow(counts)
+        gpu_free = np.full((new, self.gpu_free.shape[1]), -1, dtype=np.int64)
+        gpu_free[:have] = self.gpu_free
+        self.gpu_free = gpu_free
+        self.gpu_cards = grow(self.gpu_cards)
+        self.gpu_card_milli = grow(self.gpu_card_milli)
+        self.gpu_model = grow(self.gpu_model, -1)
         if self._usage is not None:
             self._usage.grow(new)
 
@@ -452,6 +499,7 @@ class Snapshot:
         self.oversell[row] = np.nan if spec.oversell_rate is None else spec.oversell_rate
         self._set_labels(row, spec.labels)
         self._set_taints(row, spec)
+        self._set_gpus(row, spec)
         self.specs[row] = spec
         self.version[row] += 1
         self.row_changed(row, NODES)
@@ -484,6 +532,7 @@ class Snapshot:
         self.allocatable[row] = 0
         self.capacity[row] = 0
         self._mirror_cpu_memory(row)
+        self._clear_gpus(row)
         self.unschedulable[row] = False
         self.version[row] += 1
         self.row_changed(row, NODES)
@@ -492,6 +541,71 @@ class Snapshot:
         self._free.append(row)
         self._live_rows = self._name_rank = None
         return orphans
+
+    def _set_gpus(self, row: int, spec: NodeSpec) -> None:
+        """The row's cards from the spec, less what the pods on it hold (a changed spec keeps its pods)."""
+        gpus = spec.gpus
+        count = gpus.count if gpus is not None else 0
+        if count > self.gpu_free.shape[1]:
+            wider = np.full((self.gpu_free.shape[0], count), -1, dtype=np.int64)
+            wider[:, : self.gpu_free.shape[1]] = self.gpu_free
+            self.gpu_free = wider
+        self.gpu_free[row] = -1
+        self.gpu_cards[row] = count
+        if gpus is None or count == 0:
+            self.gpu_card_milli[row] = 0
+            self.gpu_model[row] = -1
+            return
+        self.gpu_free[row, :count] = gpus.milli_per_card
+        self.gpu_card_milli[row] = gpus.milli_per_card
+        self.gpu_model[row] = (
+            self.gpu_model_vocab.setdefault(gpus.model, len(self.gpu_model_vocab)) if gpus.model else -1
+        )
+        for uid in self.pods_on_row[row]:
+            self._account_gpu(self.pods[uid], +1)
+
+    def _clear_gpus(self, row: int) -> None:
+        self.gpu_free[row] = -1
+        self.gpu_cards[row] = 0
+        self.gpu_card_milli[row] = 0
+        self.gpu_model[row] = -1
+
+    def gpu_model_id(self, model: str) -> int:
+        """The id of a card model in `gpu_model`; -2 (no row) for a model no node has."""
+        return self.gpu_model_vocab.get(model, -2)
+
+    def _choose_gpu_cards(self, info: PodInfo, row: int, gpu_cards: Sequence[int] | None) -> tuple[int, ...]:
+        gpu = info.pod.gpu
+        count = int(self.gpu_cards[row])
+        if gpu is None or count == 0:
+            return ()
+        if gpu_cards is not None:
+            cards = tuple(sorted(int(card) for card in gpu_cards))
+            node = self.names[row]
+            if len(set(cards)) != gpu.count or not all(0 <= card < count for card in cards):
+                raise InvalidInput(
+                    f"{list(cards)} are not {gpu.count} distinct cards of node {node!r} ({count} cards)",
+                    field="gpu_cards",
+                )
+            return cards
+        chosen = choose_cards(self.gpu_free[row], gpu, DEFAULT_RULE)
+        if chosen is not None:
+            return chosen
+        # Like every other resource, assume books what it is told and leaves fitting to the filters
+        # (GpuShareFit): a bound pod is a fact, booked even where it leaves no room. Where no cards fit, the
+        # pod takes those with most room (as many as it asks for, or all the node has), overbooking them;
+        # the applier's ledger refuses such a binding.
+        order = np.argsort(-self.gpu_free[row, :count], kind="stable")
+        return tuple(sorted(int(card) for card in order[: gpu.count]))
+
+    def _account_gpu(self, record: PodRecord, sign: int) -> None:
+        gpu = record.info.pod.gpu
+        if gpu is None or not record.gpu_cards:
+            return
+        row = record.row
+        for card in record.gpu_cards:
+            if card < self.gpu_cards[row]:  # the node may have lost cards since (an updated spec)
+                self.gpu_free[row, card] -= sign * gpu.milli
 
     def row_of(self, name: str) -> int:
         try:
@@ -595,6 +709,7 @@ class Snapshot:
         # Where no limit is set the request is the best bound we have (LimitSum sums these).
         limit_list = [limit or request for limit, request in zip(limit_list, request_list, strict=True)]
         cpu, memory = nonzero_requests(pod)
+        score_cpu, score_memory = nonzero_requests(pod, scoring=True) if pod.resources else (cpu, memory)
         return PodInfo(
             pod=pod,
             requests=requests,
@@ -604,6 +719,8 @@ class Snapshot:
             ),
             nonzero_cpu=cpu,
             nonzero_memory=memory,
+            score_cpu=score_cpu,
+            score_memory=score_memory,
             limits=np.array(limit_list, dtype=np.int64),
             width=width,
         )
@@ -618,6 +735,7 @@ class Snapshot:
         self.nonzero[row, 1] += sign * info.nonzero_memory
         self.pod_count[row] += sign
         self._mirror_cpu_memory(row)
+        self._account_gpu(record, sign)
         for protocol, port, ip in record.ports:
             by_ip = self.ports.setdefault((protocol, port), {})
             if ip not in by_ip:
@@ -625,6 +743,8 @@ class Snapshot:
             by_ip[ip][row] += sign
         for counter in self.label_counters.values():
             counter.add(info.pod.labels, row, sign)
+        for listener in self.pod_listeners:
+            listener(record, sign)
         self.version[row] += 1
         self.row_changed(row, PODS)
 
@@ -638,10 +758,18 @@ class Snapshot:
         mirror[5, row] = self.requested[row, memory]
 
     def assume(
-        self, info: PodInfo, row: int, *, bound: bool = False, at: float = -math.inf, attempt: int = 0
+        self,
+        info: PodInfo,
+        row: int,
+        *,
+        bound: bool = False,
+        at: float = -math.inf,
+        attempt: int = 0,
+        gpu_cards: Sequence[int] | None = None,
     ) -> PodRecord:
         """Account the pod on `row` at once (kube-scheduler's assume cache); `bind` confirms it later. `at`
-        is the placement time (measured load catches up with the pod after it)."""
+        is the placement time (measured load catches up with the pod after it). A GPU pod takes `gpu_cards`
+        of the node, or the cards `choose_cards` picks by the default rule (the roomiest when none fit)."""
         uid = info.pod.uid
         if uid in self.pods:
             raise InvalidInput(
@@ -650,7 +778,10 @@ class Snapshot:
         if not self.live[row]:
             raise InvalidInput(f"row {row} is not a live node", field="node")
         ports = tuple((p.protocol, p.port, p.host_ip) for p in info.pod.host_ports)
-        record = PodRecord(info=info, row=row, bound=bound, ports=ports, at=at, attempt=attempt)
+        cards = self._choose_gpu_cards(info, row, gpu_cards)
+        record = PodRecord(
+            info=info, row=row, bound=bound, ports=ports, at=at, attempt=attempt, gpu_cards=cards
+        )
         self._account(record, +1)
         self.pods[uid] = record
         self.pods_on_row[row].add(uid)
@@ -728,6 +859,10 @@ class Snapshot:
             self.oversell,
             self.version,
             self.live,
+            self.gpu_free,
+            self.gpu_cards,
+            self.gpu_card_milli,
+            self.gpu_model,
             *self.taint_words,
             *self.label_columns.values(),
             *(counts for by_ip in self.ports.values() for counts in by_ip.values()),

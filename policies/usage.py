@@ -253,6 +253,13 @@ class NodeUsage:
         self._check(portrait)
         self.workloads[workload] = portrait
 
+    def drop_workload_portrait(self, workload: str) -> bool:
+        """Forget the workload's portrait (its metrics expired): its pods placed from now on are estimated
+        by their requests, as a workload never measured; pods already pending keep their estimate. Whether
+        there was one."""
+        self._portrait_gaps.pop(workload, None)
+        return self.workloads.pop(workload, None) is not None
+
     @staticmethod
     def _check(portrait: Portrait) -> None:
         if tuple(portrait.metrics) != PORTRAIT_METRICS:

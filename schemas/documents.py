@@ -18,7 +18,7 @@ from schemas.codec import TOPIC_MODELS, decode_json, model_from_mapping, pod_eve
 from schemas.eventlog import open_text
 from schemas.events import MetricSample
 from schemas.exceptions import InvalidInput
-from schemas.manifest import is_pod_manifest, pod_from_manifest
+from schemas.manifest import is_pod_manifest, manifest_warnings, pod_from_manifest
 from schemas.node import NodeEvent
 
 __all__ = ["Document", "classify", "is_profile_document", "load_documents"]
@@ -31,6 +31,8 @@ class Document:
     topic: str
     key: str | None
     value: BaseModel | dict[str, Any]
+    warnings: tuple[str, ...] = ()
+    """What the source held that the value leaves out (`manifest_warnings`), each naming its field."""
 
 
 def _raw_documents(path: Path) -> Iterator[tuple[str, Any]]:
@@ -75,7 +77,8 @@ def classify(document: Any, where: str) -> Iterator[Document]:
             return
         if is_pod_manifest(document):
             pod = pod_from_manifest(document)
-            yield Document("pod-requests", pod.uid, pod)
+            warnings = tuple(f"{where}: {warning}" for warning in manifest_warnings(document))
+            yield Document("pod-requests", pod.uid, pod, warnings)
         elif isinstance(document, dict) and {"ts", "topic", "value"} <= set(document):
             topic = document["topic"]
             if topic not in TOPIC_MODELS:

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from schemas.base import Event, Name, Timestamp
+from schemas.gpu import MAX_CARDS, MILLI_PER_CARD, CardIndex
 from schemas.quantity import ResourceList, Resources
 
 __all__ = [
@@ -62,6 +63,10 @@ class Binding(Event):
     batch_id: str | None = Field(default=None, max_length=253)
     decided_at: Timestamp = 0.0
     attempt: Tally = 0
+    gpu_cards: list[CardIndex] = Field(default_factory=list, max_length=MAX_CARDS)
+    """The GPU cards (indexes on the node) the pod holds; empty when it asks for none."""
+    gpu_milli: int = Field(default=0, ge=0, le=MILLI_PER_CARD)
+    """Milli the pod holds of each of `gpu_cards` (its `GpuRequest.milli`)."""
 
 
 BindingStatus = Literal["applied", "conflict", "rejected", "unschedulable"]

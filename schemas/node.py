@@ -7,9 +7,10 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from schemas.base import Event, LabelKey, LabelValue, Name, Timestamp
+from schemas.gpu import GpuCards
 from schemas.quantity import ResourceList, Resources
 
-__all__ = ["NodeEvent", "NodeEventType", "NodeSpec", "Taint"]
+__all__ = ["ContainerImage", "NodeEvent", "NodeEventType", "NodeSpec", "Taint"]
 
 NodeEventType = Literal["upsert", "delete", "cordon", "uncordon"]
 
@@ -18,6 +19,13 @@ class Taint(Event):
     key: LabelKey
     value: LabelValue = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class ContainerImage(Event):
+    """An image the node holds (``status.images[]``): all its names, and its size."""
+
+    names: list[str] = Field(default_factory=list, max_length=64)
+    size_bytes: int = Field(default=0, ge=0)
 
 
 class NodeSpec(Event):
@@ -31,6 +39,10 @@ class NodeSpec(Event):
     taints: list[Taint] = Field(default_factory=list, max_length=256)
     unschedulable: bool = False
     oversell_rate: float | None = Field(default=None, gt=0.0, le=100.0)
+    images: list[ContainerImage] = Field(default_factory=list, max_length=4096)
+    """Images present on the node, for ImageLocality (empty where the node reports none)."""
+    gpus: GpuCards | None = None
+    """The node's GPU cards, accounted per card (docs/gpu-sharing.md); None when it has none to share."""
 
     @model_validator(mode="after")
     def _allocatable_within_capacity(self) -> NodeSpec:

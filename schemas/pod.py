@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from schemas.base import Event, LabelKey, LabelValue, Name, Timestamp
+from schemas.gpu import MAX_CARDS, CardIndex, GpuRequest
 from schemas.quantity import ResourceList, Resources
 
 __all__ = [
@@ -16,14 +18,22 @@ __all__ = [
     "WORKLOAD_NAME_LIMIT",
     "Container",
     "HostPort",
+    "LabelSelector",
+    "LabelSelectorRequirement",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
+    "PodAffinity",
+    "PodAffinityTerm",
     "PodBound",
     "PodDeleted",
     "PodGroup",
     "PodRequest",
+    "PodResources",
+    "PreferredSchedulingTerm",
     "QOSClass",
     "Toleration",
+    "TopologySpreadConstraint",
+    "WeightedPodAffinityTerm",
 ]
 
 QOSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
@@ -33,6 +43,7 @@ POD_GROUP_LABELS = ("pod-group.scheduling.sigs.k8s.io/name", "scheduling.x-k8s.i
 POD_GROUP_MIN_AVAILABLE_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 
 _QOS_RESOURCES = ("cpu", "memory")
+_POD_LEVEL_RESOURCES = ("cpu", "memory")
 
 WORKLOAD_NAME_LIMIT = 253 - 12
 """A workload's uid and name leave room for a replica's ``-<index>`` (up to 11 digits) within 253."""
@@ -45,6 +56,11 @@ class Container(Event):
     name: str = Field(default="", max_length=253)
     requests: ResourceList = Field(default_factory=Resources)
     limits: ResourceList = Field(default_factory=Resources)
+    image: str = Field(default="", max_length=4096)
+    """The image reference (ImageLocality scores nodes that already hold it)."""
+    restart_policy: Literal["Always"] | None = None
+    """``Always`` on an init container makes it a sidecar: it keeps running beside the app containers, so
+    its requests add to theirs (Kubernetes' restartable init containers)."""
 
     @model_validator(mode="after")
     def _default_requests_to_limits(self) -> Container:
@@ -110,9 +126,133 @@ class NodeSelectorRequirement(Event):
 
 
 class NodeSelectorTerm(Event):
-    """Requirements that must all hold; a pod's terms are ORed, as in ``requiredDuringScheduling...``."""
+    """Requirements that must all hold; a pod's terms are ORed, as in ``requiredDuringScheduling...``.
+    `match_fields` select by the node's fields, of which Kubernetes supports ``metadata.name`` only."""
 
     match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list)
+    match_fields: list[NodeSelectorRequirement] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_fields(self) -> NodeSelectorTerm:
+        for requirement in self.match_fields:
+            if requirement.key != "metadata.name":
+                raise ValueError(f"match_fields: key {requirement.key!r} is not supported (metadata.name)")
+            if requirement.operator not in ("In", "NotIn"):
+                raise ValueError(f"match_fields: operator {requirement.operator} is not supported")
+        return self
+
+
+class PreferredSchedulingTerm(Event):
+    """A node preference: nodes matching `preference` gain `weight` (NodeAffinity's score)."""
+
+    weight: int = Field(ge=1, le=100)
+    preference: NodeSelectorTerm
+
+
+class LabelSelectorRequirement(Event):
+    key: LabelKey
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[LabelValue] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_values(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.key)
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        return value is None
+
+
+class LabelSelector(Event):
+    """Kubernetes' metav1.LabelSelector: every label and every expression must match. An empty selector
+    matches everything; a missing one (None where a selector is optional) matches nothing."""
+
+    match_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(key) == value for key, value in self.match_labels.items()) and all(
+            requirement.matches(labels) for requirement in self.match_expressions
+        )
+
+
+class PodAffinityTerm(Event):
+    """Pods matching `label_selector` in `namespaces` (or namespaces matching `namespace_selector`; neither
+    means the pod's own namespace) define topology domains by `topology_key`. `match_label_keys` and
+    `mismatch_label_keys` add the pod's own values of those labels to the selector (In and NotIn)."""
+
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = Field(default_factory=list)
+    namespace_selector: LabelSelector | None = None
+    topology_key: LabelKey
+    match_label_keys: list[LabelKey] = Field(default_factory=list)
+    mismatch_label_keys: list[LabelKey] = Field(default_factory=list)
+
+
+class WeightedPodAffinityTerm(Event):
+    weight: int = Field(ge=1, le=100)
+    pod_affinity_term: PodAffinityTerm
+
+
+class PodAffinity(Event):
+    """``podAffinity`` or ``podAntiAffinity``: `required` is
+    ``requiredDuringSchedulingIgnoredDuringExecution``, `preferred` is
+    ``preferredDuringSchedulingIgnoredDuringExecution``."""
+
+    required: list[PodAffinityTerm] = Field(default_factory=list)
+    preferred: list[WeightedPodAffinityTerm] = Field(default_factory=list)
+
+
+class TopologySpreadConstraint(Event):
+    """``spec.topologySpreadConstraints[]``. `node_affinity_policy` None means Honor and
+    `node_taints_policy` None means Ignore, Kubernetes' defaults."""
+
+    max_skew: int = Field(ge=1, le=2**31 - 1)
+    topology_key: LabelKey
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = Field(default=None, ge=1, le=2**31 - 1)
+    node_affinity_policy: Literal["Honor", "Ignore"] | None = None
+    node_taints_policy: Literal["Honor", "Ignore"] | None = None
+    match_label_keys: list[LabelKey] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_min_domains(self) -> TopologySpreadConstraint:
+        if self.min_domains is not None and self.when_unsatisfiable != "DoNotSchedule":
+            raise ValueError("min_domains can only be set with when_unsatisfiable DoNotSchedule")
+        return self
+
+
+class PodResources(Event):
+    """Pod-level ``spec.resources``: where set, its cpu and memory requests (and limits) replace the sum of
+    the containers' for scheduling (Kubernetes' pod-level resources)."""
+
+    requests: ResourceList = Field(default_factory=Resources)
+    limits: ResourceList = Field(default_factory=Resources)
+
+    @model_validator(mode="after")
+    def _default_requests_to_limits(self) -> PodResources:
+        for resource, limit in self.limits.items():
+            request = self.requests.get(resource)
+            if request is None:
+                if resource in _POD_LEVEL_RESOURCES:
+                    self.requests[resource] = limit
+            elif request > limit:
+                raise ValueError(f"requests.{resource} must be less than or equal to limits.{resource}")
+        for resource in (*self.requests, *self.limits):
+            if resource not in _POD_LEVEL_RESOURCES and not resource.startswith("hugepages-"):
+                raise ValueError(f"{resource}: pod-level resources support cpu, memory and hugepages only")
+        return self
 
 
 class HostPort(Event):
@@ -129,19 +269,45 @@ def _sum_into(total: dict[str, int], resources: dict[str, int]) -> None:
 def _effective(
     containers: list[Container],
     init: list[Container],
+    pod_level: PodResources | None,
     overhead: dict[str, int],
     which: Literal["requests", "limits"],
 ) -> Resources:
-    # Kubernetes' computePodResourceRequest: init containers run one at a time before the app containers,
-    # so the pod needs the larger of (sum of app containers) and (largest init container), per resource.
+    # Kubernetes' PodRequests / PodLimits (component-helpers resource, v1.36). App containers add up.
+    # Init containers run one at a time before them, so the pod needs the larger of that sum and the largest
+    # init container; a sidecar (an init container with restartPolicy Always) keeps running, so it adds to
+    # the sum and to every init container that starts after it. Pod-level cpu and memory, where given,
+    # replace the containers' figure; overhead adds to every request, and to limits that are set.
     total = Resources()
     for container in containers:
         _sum_into(total, getattr(container, which))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
     for container in init:
-        for name, amount in getattr(container, which).items():
-            if amount > total.get(name, 0):
+        amounts: dict[str, int] = getattr(container, which)
+        if container.restart_policy == "Always":
+            _sum_into(total, amounts)
+            _sum_into(sidecars, amounts)
+            running = sidecars
+        else:
+            running = dict(amounts)
+            _sum_into(running, sidecars)
+        for name, amount in running.items():
+            if name not in init_peak or amount > init_peak[name]:
+                init_peak[name] = amount
+    for name, amount in init_peak.items():
+        if name not in total or amount > total[name]:
+            total[name] = amount
+    if pod_level is not None:
+        for name, amount in getattr(pod_level, which).items():
+            if name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-"):
                 total[name] = amount
-    _sum_into(total, overhead)
+    if which == "requests":
+        _sum_into(total, overhead)
+    else:
+        for name, amount in overhead.items():
+            if total.get(name, 0):
+                total[name] += amount
     return total
 
 
@@ -175,14 +341,36 @@ class PodRequest(Event):
     priority: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
     scheduler_name: Name = "default"
     pod_group: PodGroup | None = None
+    resources: PodResources | None = None
+    """Pod-level ``spec.resources`` (not the ``requests``/``limits`` shorthand, which is one container)."""
+    node_name: Name | None = None
+    """``spec.nodeName`` set before scheduling: the pod may only go to that node (NodeName)."""
+    scheduling_gates: list[Name] = Field(default_factory=list, max_length=64)
+    """``spec.schedulingGates`` by name: the pod waits, unscheduled, until a version of it comes with none."""
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     node_affinity: list[NodeSelectorTerm] = Field(default_factory=list)
+    """The required node-affinity terms (``requiredDuringSchedulingIgnoredDuringExecution``), ORed."""
+    preferred_node_affinity: list[PreferredSchedulingTerm] = Field(default_factory=list)
+    """``preferredDuringSchedulingIgnoredDuringExecution`` of the node affinity."""
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list, max_length=64)
     tolerations: list[Toleration] = Field(default_factory=list)
     host_ports: list[HostPort] = Field(default_factory=list)
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    namespace_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    """The labels of the pod's namespace, which affinity terms' ``namespaceSelector`` match against."""
+    default_spread_selector: LabelSelector | None = None
+    """The selectors of the Services, ReplicationControllers, ReplicaSets and StatefulSets that select or own
+    the pod, merged as kube-scheduler's DefaultSelector does: PodTopologySpread's default constraints count
+    the pods it matches, for a pod without constraints of its own. None (or empty): nothing selects or owns
+    the pod, and default constraints do not apply to it. The watch bridge and ``eyrie explain`` with a
+    cluster dump fill it in; a manifest alone cannot (it names its owner, not the owner's selector)."""
     replicas: int = Field(default=1, ge=1, le=1_000_000)
     created_at: Timestamp | None = None
     batch_id: str | None = Field(default=None, max_length=253)
+    gpu: GpuRequest | None = None
+    """GPU cards or a share of one, accounted per card (docs/gpu-sharing.md)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -234,20 +422,31 @@ class PodRequest(Event):
 
     @cached_property
     def effective_requests(self) -> Resources:
-        """What the scheduler reserves: max(Σ containers, largest init container) + overhead."""
-        return _effective(self.containers, self.init_containers, self.overhead, "requests")
+        """What the scheduler reserves: max(Σ containers and sidecars, largest init container plus the
+        sidecars started before it), pod-level cpu and memory where set, + overhead."""
+        return _effective(self.containers, self.init_containers, self.resources, self.overhead, "requests")
 
     @cached_property
     def effective_limits(self) -> Resources:
-        return _effective(self.containers, self.init_containers, self.overhead, "limits")
+        return _effective(self.containers, self.init_containers, self.resources, self.overhead, "limits")
 
     @cached_property
     def qos_class(self) -> QOSClass:
-        """Kubernetes' GetPodQOS over cpu and memory of every container, init containers included."""
+        """Kubernetes' ComputePodQOS (v1.36) over cpu and memory: of the pod-level resources when the pod sets
+        them (then the containers' do not count at all), else of every container, init containers included."""
         requests: dict[str, int] = {}
         limits: dict[str, int] = {}
         guaranteed = True
-        for container in (*self.init_containers, *self.containers):
+        if self.resources is not None:
+            for name in _QOS_RESOURCES:
+                if self.resources.requests.get(name, 0) > 0:
+                    requests[name] = self.resources.requests[name]
+                if self.resources.limits.get(name, 0) > 0:
+                    limits[name] = self.resources.limits[name]
+            # Upstream checks the limits only when some are set: requests without limits fail below instead.
+            if self.resources.limits and len(limits) < len(_QOS_RESOURCES):
+                guaranteed = False
+        for container in () if self.resources is not None else (*self.init_containers, *self.containers):
             for name in _QOS_RESOURCES:
                 if container.requests.get(name, 0) > 0:
                     requests[name] = requests.get(name, 0) + container.requests[name]
@@ -281,6 +480,8 @@ class PodBound(Event):
     node: Name
     pod: PodRequest
     ts: Timestamp
+    gpu_cards: list[CardIndex] = Field(default_factory=list, max_length=MAX_CARDS)
+    """The GPU cards the pod holds on the node (the ``alibabacloud.com/gpu-index`` annotation), if known."""
 
     @model_validator(mode="after")
     def _same_pod(self) -> PodBound:

@@ -90,6 +90,12 @@ class Settings(BaseModel):
     """Partitions of the internal sequencer topic: one placement writer per cluster shard."""
     summary_interval: float = Field(default=10.0, gt=0.0, le=86_400.0)
     """At most one metrics summary per node per this many seconds of event time (or on a > 5 % move)."""
+    metrics_state_ttl_s: float = Field(default=86_400.0, ge=0.0, le=365 * 86_400.0)
+    """The metrics agent forgets a node's or workload's window and portrait (and deletes it from its state
+    tables) once the newest sample it accepted is this many seconds of event time past the key's own newest
+    sample: it never hears of deleted pods or nodes, and a pod without a workload is a key of its own, so
+    without this its tables and their recovery would grow with history. A key sampled again later starts
+    afresh. 0: never forget."""
     tick_interval: float = Field(default=1.0, gt=0.0, le=3600.0)
     """How often a live worker advances placement's clock when no input arrives (Permit and backoff)."""
     replay_session_timeout_s: float = Field(default=60.0, ge=1.0, le=86_400.0)
@@ -98,6 +104,17 @@ class Settings(BaseModel):
     marker had come. A replayer killed without a word would otherwise stop all scheduling for good; an
     outage longer than this (no watermark forwarded) ends a replay that is still running, whose later
     records then apply in arrival order."""
+    checkpoint_every_envelopes: int = Field(default=2_000, ge=0, le=10_000_000)
+    """A placement shard writes a checkpoint of its state (docs/checkpoints.md) after this many sequencer
+    records since its last one (0: never by count): a worker taking the shard over replays at most about
+    this many records after the newest checkpoint."""
+    checkpoint_every_s: float = Field(default=30.0, ge=0.0, le=86_400.0)
+    """...or once this many seconds passed since its last one with any record applied since (0: never by
+    time), so a quiet shard's tail stays short too."""
+    sequencer_delete_behind_checkpoints: bool = True
+    """After each checkpoint, delete the shard's sequencer records older than the older of its two kept
+    checkpoints (Kafka's DeleteRecords), so a shard's disk follows its live state, not its history. Off:
+    the sequencer is kept whole (``eyrie record --source sequencer`` then sees every record)."""
     store: str = Field(default="memory://", pattern=r"^(memory|rocksdb)://")
     """Faust table store; ``rocksdb://`` (rocksdict) in production, memory in tests."""
     data_dir: str = ".eyrie/faust"
@@ -105,8 +122,27 @@ class Settings(BaseModel):
     """How long the applier's ledger keeps a deleted pod's entry, which refuses a binding still in flight
     for it; then the entry is dropped, so the ledger does not grow with every pod ever placed. 0: kept for
     ever."""
-    session_timeout_s: float = Field(default=10.0, ge=1.0, le=300.0)
-    """How soon a killed worker's partitions move to a standby (the Kafka group session timeout)."""
+    session_timeout_s: float = Field(default=6.0, ge=1.0, le=300.0)
+    """The Kafka group session timeout of workers and the applier: a member that sends no heartbeat for
+    this long is taken for dead and its partitions move to another (a dead worker's shard is taken over
+    about this long after its last heartbeat). Shorter detects sooner, but a member whose event loop stalls
+    this long (a GC pause, a rebuild, an overloaded host) is failed over while alive, and its shards are
+    rebuilt elsewhere. Brokers refuse values below their ``group.min.session.timeout.ms`` (6 s by
+    default)."""
+    heartbeat_interval_s: float = Field(default=1.0, gt=0.0, le=100.0)
+    """How often a group member heartbeats, and so how soon the survivors hear of a rebalance once the
+    session of a dead member ended (below a third of `session_timeout_s`, so that one lost heartbeat is
+    not a failover)."""
+    rebalance_timeout_s: float = Field(default=10.0, ge=1.0, le=600.0)
+    """How long a rebalance waits for every live member to rejoin (its revocation done: offsets
+    committed, outputs flushed); one that takes longer is dropped from the group. It does not delay
+    noticing a dead member, only a rebalance in which a live one is slow."""
+    standby_shards: int = Field(default=0, ge=0, le=1024)
+    """Placement shards a worker follows as a hot standby, among those it does not own (0: none; `shards`
+    or more: all): it applies their sequencer records as the owner commits them, sending nothing, so taking
+    one over costs the group's failure detection plus a short tail instead of a checkpoint's decode and
+    replay (docs/checkpoints.md#hot-standby). Each followed shard costs a copy of its memory and the CPU of
+    placing its pods once more."""
     stall_timeout_s: float = Field(default=300.0, gt=0.0, le=86_400.0)
     """How long an assigned partition may go without a fetch, or a stream sit still with records waiting,
     before a worker or applier logs it as stalled (Faust's stream-processing and commit-livelock checks)."""
@@ -218,6 +254,12 @@ class Settings(BaseModel):
                         f"set, but security_protocol {protocol} does not use TLS (SSL or SASL_SSL does)",
                         field=name,
                     )
+        if self.heartbeat_interval_s * 3 > self.session_timeout_s:
+            raise InvalidInput(
+                f"must be at most a third of session_timeout_s ({self.session_timeout_s:g} s), or one "
+                "late heartbeat fails the member over",
+                field="heartbeat_interval_s",
+            )
         if self.ssl_keyfile is not None and self.ssl_certfile is None:
             raise InvalidInput("needs ssl_certfile (the certificate of this key)", field="ssl_keyfile")
         return self

@@ -9,6 +9,8 @@
   trace (unschedulable pods, GPU fragmentation, utilisation spread) and on Bitbrains (the portrait
   experiment's node-hours over capacity); `evaluation.experiments.suite_report` writes it,
   `evaluation.experiments.metrics` measures.
+- `evaluation.experiments.gpu_sharing` (`--experiment gpu-sharing`): the FGD paper's protocol on the openb pod
+  lists (unallocated GPU capacity, failed pods and fragmentation as the arrived demand grows).
 """
 
 from evaluation.experiments.portrait import (
@@ -42,4 +44,4 @@ __all__ = [
     "write_tbesk_report",
 ]
 
-EXPERIMENTS = ("portrait", "tbesk-paper")
+EXPERIMENTS = ("portrait", "tbesk-paper", "gpu-sharing")

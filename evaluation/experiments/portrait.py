@@ -1,24 +1,39 @@
 """The portrait experiment: do hourly portraits let a scheduler oversell safely?
 
-1. Learn a workload portrait per Bitbrains VM from the first `train_days` days of its real usage.
-2. Place `replicas` copies of every VM on `nodes` equal nodes, each copy requesting what its owner
-   declared (the VM's provisioned cores and memory), with each profile in turn. Pods arrive one by one,
-   `arrival_gap` seconds apart, in a seeded order; between arrivals the nodes' sliding windows are
-   refreshed from the placed pods' usage in the last training hour (the metrics pipeline catching up),
-   which is what the load-aware profiles read.
-3. Replay the remaining days of real usage on the chosen nodes, hour by hour, and measure.
+1. Take every Bitbrains VM with usage both in the first `train_days` days (training) and after (replay), and
+   learn its workload portrait from the training days.
+2. Give each VM a request. ``usage`` (the default) sizes it as Kubernetes' Vertical Pod Autoscaler
+   recommends: the 90th percentile of its training samples plus a 15 % margin, at least 25 millicores and
+   250 MiB, at most what the VM declared. ``declared`` takes the VM's provisioned cores and memory: the
+   Bitbrains VMs use a few percent of that, so no placement that honours requests comes near real load.
+3. Size `nodes` equal nodes from those requests: per resource, the pods' total requests are `demand` times
+   the cluster's allocatable (1.25: a fifth of the requests cannot be placed by requests alone), and a node
+   holds at least the largest pod. Both resources get the same rule, so neither is favoured.
+4. Place `replicas` copies of every VM with each profile. Pods arrive one by one, `arrival_gap` seconds
+   apart, in a seeded order; between arrivals the nodes' sliding windows are refreshed from the placed pods'
+   usage in the last training hour (the metrics pipeline catching up), which the load-aware profiles read.
+5. Replay the remaining days of real usage on the chosen nodes, hour by hour, and measure.
 
 A node-hour's utilisation is its dominant resource: max(cpu used / cpu, memory used / memory), with usage
 the hourly mean of the VMs' 5-minute samples. Pods a profile could not place run nowhere (they count in
-`pods_placed`, not in the load).
+`pods_placed`, not in the load). Two views of low and high load, both reported:
+
+- per node: a node is low-load when its mean utilisation over the replay is under 20 %, high-load when over
+  80 %. With requests sized from usage every node's mean lands between the two, so this share rarely tells
+  profiles apart;
+- per node-hour: the share of all node-hours (every node, every replayed hour, empty nodes included) under
+  20 % or over 80 % utilisation. An idle hour and an overloaded hour each count, however the node's mean
+  comes out.
 """
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +46,20 @@ from schemas.exceptions import InvalidInput
 from schemas.node import NodeSpec
 from schemas.pod import PodRequest
 
-__all__ = ["PORTRAIT_PROFILES", "PortraitExperiment", "ProfileResult", "run_portrait_experiment"]
+__all__ = [
+    "HIGH_LOAD",
+    "LOW_LOAD",
+    "PORTRAIT_PROFILES",
+    "REQUEST_RULES",
+    "PortraitExperiment",
+    "ProfileResult",
+    "RequestRule",
+    "load_figures",
+    "node_size",
+    "run_portrait_experiment",
+    "run_portrait_seeds",
+    "usage_request",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -39,19 +67,45 @@ PORTRAIT_PROFILES = ("default", "trimaran", "portrait", "balanced")
 DAY = 86400.0
 HOUR = 3600.0
 GIB = 1024**3
+MIB = 1024**2
+
+RequestRule = Literal["usage", "declared"]
+REQUEST_RULES: Final[tuple[RequestRule, ...]] = ("usage", "declared")
+
+REQUEST_QUANTILE: Final = 0.9
+"""The Vertical Pod Autoscaler recommender's target percentile of usage samples."""
+REQUEST_MARGIN: Final = 0.15
+"""The recommender's safety margin on top of the percentile."""
+MIN_CPU_MILLIS: Final = 25
+"""The recommender's smallest cpu recommendation (millicores)."""
+MIN_MEMORY_BYTES: Final = 250 * MIB
+"""The recommender's smallest memory recommendation."""
+
+LOW_LOAD: Final = 0.2
+HIGH_LOAD: Final = 0.8
 
 
 @dataclass(frozen=True, slots=True)
 class PortraitExperiment:
     trace: Path
     profiles: tuple[str, ...] = PORTRAIT_PROFILES
-    nodes: int = 12
-    node_cpu_cores: int = 32
-    node_memory_bytes: int = 512 * GIB
+    nodes: int = 6
     replicas: int = 4
     train_days: float = 21.0
     arrival_gap: float = 120.0
     seed: int = 42
+    requests: RequestRule = "usage"
+    demand: float = 1.25
+    """The pods' total requests over the cluster's allocatable, per resource; it sizes the nodes."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSize:
+    cpu_millis: int
+    memory_bytes: int
+
+    def __str__(self) -> str:
+        return f"{self.cpu_millis / 1000:g} cores / {self.memory_bytes / GIB:.2f} GiB"
 
 
 @dataclass(slots=True)
@@ -64,9 +118,16 @@ class ProfileResult:
     peak_util_std: float
     low_load_share: float
     high_load_share: float
-    cores_placed: int
-    """Requested cores of the placed pods: pods differ in size by 32×, so counts alone mislead."""
-    utilization: FloatArray = field(repr=False)
+    cores_placed: float
+    """Requested cores of the placed pods: pods differ in size, so counts alone mislead."""
+    busiest_node_hour: float = 0.0
+    """The highest utilisation of any node in any replayed hour."""
+    low_hours_share: float = 0.0
+    """Node-hours under `LOW_LOAD` utilisation, as a share of all node-hours."""
+    high_hours_share: float = 0.0
+    """Node-hours over `HIGH_LOAD` utilisation, as a share of all node-hours."""
+    seed: int = 0
+    utilization: FloatArray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
     """(nodes, replay hours) dominant-resource utilisation."""
     placement: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -78,21 +139,112 @@ class ProfileResult:
             "peak_util_std": round(self.peak_util_std, 4),
             "low_load_share": round(self.low_load_share, 4),
             "high_load_share": round(self.high_load_share, 4),
-            "cores_placed": self.cores_placed,
+            "cores_placed": round(self.cores_placed, 3),
+            "busiest_node_hour": round(self.busiest_node_hour, 4),
+            "low_hours_share": round(self.low_hours_share, 4),
+            "high_hours_share": round(self.high_hours_share, 4),
         }
+
+
+def usage_request(
+    samples: npt.ArrayLike, *, scale: float, floor: int, ceiling: int, quantile: float = REQUEST_QUANTILE
+) -> int:
+    """A request sized from usage samples as the Vertical Pod Autoscaler recommends: the `quantile` of the
+    samples plus `REQUEST_MARGIN`, in request units (`scale` of them per sample unit, rounded up), at
+    least `floor` and at most `ceiling` (what the VM declared; 0: no ceiling). No samples: the ceiling."""
+    values = np.asarray(samples, dtype=np.float64)
+    if values.size == 0:
+        return max(ceiling, floor)
+    wanted = math.ceil(float(np.quantile(values, quantile)) * (1.0 + REQUEST_MARGIN) * scale)
+    wanted = max(wanted, floor)
+    return min(wanted, ceiling) if ceiling > 0 else wanted
+
+
+def node_size(cpu_millis: Sequence[int], memory_bytes: Sequence[int], nodes: int, demand: float) -> NodeSize:
+    """Equal nodes for pods of these requests: per resource, the total is `demand` × the `nodes` nodes'
+    allocatable (rounded up to a millicore and a MiB), and a node holds at least the largest pod."""
+    if nodes < 1 or not demand > 0:
+        raise InvalidInput(
+            f"need at least 1 node and a demand above 0, got {nodes} and {demand}", field="nodes"
+        )
+
+    def size(requests: Sequence[int], unit: int) -> int:
+        share = math.ceil(sum(requests) / (demand * nodes) / unit) * unit
+        return max(share, max(requests, default=0), unit)
+
+    return NodeSize(size(cpu_millis, 1), size(memory_bytes, MIB))
+
+
+def load_figures(utilization: FloatArray) -> dict[str, float]:
+    """The load figures of a (nodes, hours) utilisation matrix: node-hours over capacity and over 80 %, the
+    std of the nodes' peaks, the shares of low- and high-load nodes (by mean), the shares of low- and
+    high-load node-hours (of all of them) and the busiest node-hour."""
+    if utilization.size == 0:
+        return dict.fromkeys(
+            (
+                "over_capacity",
+                "over_80",
+                "peak_std",
+                "low_share",
+                "high_share",
+                "low_hours_share",
+                "high_hours_share",
+                "busiest",
+            ),
+            0.0,
+        )
+    mean = utilization.mean(axis=1)
+    return {
+        "over_capacity": float((utilization > 1.0).sum()),
+        "over_80": float((utilization > HIGH_LOAD).sum()),
+        "peak_std": float(utilization.max(axis=1).std()),
+        "low_share": float((mean < LOW_LOAD).mean()),
+        "high_share": float((mean > HIGH_LOAD).mean()),
+        "low_hours_share": float((utilization < LOW_LOAD).mean()),
+        "high_hours_share": float((utilization > HIGH_LOAD).mean()),
+        "busiest": float(utilization.max()),
+    }
 
 
 @dataclass(frozen=True, slots=True)
 class _Workload:
     name: str
     vm: VmSeries
+    cpu_millis: int
+    memory_bytes: int
     recent_mean: tuple[float, float]
     recent_std: tuple[float, float]
     hourly_cpu: FloatArray
     hourly_memory: FloatArray
 
 
-def _load_workloads(experiment: PortraitExperiment) -> tuple[list[_Workload], HourlyPortraits, float, int]:
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    workloads: list[_Workload]
+    store: HourlyPortraits
+    split: float
+    replay_hours: int
+    size: NodeSize
+    skipped: list[str]
+    """VMs left out: no usage in the training days or none in the replay."""
+
+
+def _request(vm: VmSeries, train: npt.NDArray[np.bool_], rule: RequestRule) -> tuple[int, int]:
+    declared_cpu = vm.provisioned_cores * 1000
+    if rule == "declared":
+        return declared_cpu, vm.provisioned_memory_bytes
+    cpu = usage_request(vm.cpu_cores[train], scale=1000.0, floor=MIN_CPU_MILLIS, ceiling=declared_cpu)
+    memory = usage_request(
+        vm.memory_bytes[train], scale=1.0, floor=MIN_MEMORY_BYTES, ceiling=vm.provisioned_memory_bytes
+    )
+    return cpu, memory
+
+
+def _setup(experiment: PortraitExperiment) -> _Setup:
+    if experiment.requests not in REQUEST_RULES:
+        raise InvalidInput(
+            f"unknown rule {experiment.requests!r} (known: {', '.join(REQUEST_RULES)})", field="requests"
+        )
     files = vm_files(experiment.trace)
     if not files:
         raise InvalidInput(f"{experiment.trace}: no Bitbrains VM files (*.csv)", field="trace")
@@ -115,10 +267,16 @@ def _load_workloads(experiment: PortraitExperiment) -> tuple[list[_Workload], Ho
             field="trace",
         )
     store = HourlyPortraits(DEFAULT_METRICS, days=experiment.train_days)
-    workloads = []
+    workloads, skipped = [], []
     for vm in vms:
         name = f"bitbrains-{vm.vm_id}"
         train = vm.ts < split
+        replay = ~train & (vm.ts < split + replay_hours * HOUR)
+        # A VM without training usage has no portrait and no usage-sized request; one without replay
+        # usage would be placed and then load nothing. Neither tests anything.
+        if not train.any() or not replay.any():
+            skipped.append(name)
+            continue
         values = np.full((int(train.sum()), len(DEFAULT_METRICS)), np.nan)
         for column, series in (
             (0, vm.cpu_cores),
@@ -132,42 +290,54 @@ def _load_workloads(experiment: PortraitExperiment) -> tuple[list[_Workload], Ho
         if not recent.any():
             recent = train
         cpu, memory = vm.cpu_cores[recent], vm.memory_bytes[recent]
-        replay = ~train & (vm.ts < split + replay_hours * HOUR)
         hour = ((vm.ts[replay] - split) // HOUR).astype(np.int64)
         count = np.bincount(hour, minlength=replay_hours)
         safe = np.maximum(count, 1)
         hourly_cpu = np.bincount(hour, weights=vm.cpu_cores[replay], minlength=replay_hours) / safe
         hourly_memory = np.bincount(hour, weights=vm.memory_bytes[replay], minlength=replay_hours) / safe
+        cpu_millis, memory_bytes = _request(vm, train, experiment.requests)
         workloads.append(
             _Workload(
                 name,
                 vm,
-                (float(cpu.mean()) if len(cpu) else 0.0, float(memory.mean()) if len(memory) else 0.0),
-                (float(cpu.std()) if len(cpu) else 0.0, float(memory.std()) if len(memory) else 0.0),
+                cpu_millis,
+                memory_bytes,
+                (float(cpu.mean()), float(memory.mean())),
+                (float(cpu.std()), float(memory.std())),
                 hourly_cpu,
                 hourly_memory,
             )
         )
-    return workloads, store, split, replay_hours
+    if not workloads:
+        raise InvalidInput(
+            f"{experiment.trace}: no VM has usage both before and after day {experiment.train_days:g}",
+            field="trace",
+        )
+    per_pod = [w for w in workloads for _ in range(experiment.replicas)]
+    size = node_size(
+        [w.cpu_millis for w in per_pod],
+        [w.memory_bytes for w in per_pod],
+        experiment.nodes,
+        experiment.demand,
+    )
+    return _Setup(workloads, store, split, replay_hours, size, skipped)
 
 
-def _place(
-    experiment: PortraitExperiment,
-    profile: str,
-    workloads: list[_Workload],
-    store: HourlyPortraits,
-    split: float,
-) -> dict[str, str]:
-    node_names = [f"node-{i:02d}" for i in range(experiment.nodes)]
-    size = {"cpu": f"{experiment.node_cpu_cores}", "memory": experiment.node_memory_bytes, "pods": 110}
+def _node_names(experiment: PortraitExperiment) -> list[str]:
+    return [f"node-{i:02d}" for i in range(experiment.nodes)]
+
+
+def _place(experiment: PortraitExperiment, profile: str, setup: _Setup, seed: int) -> dict[str, str]:
+    node_names = _node_names(experiment)
+    size = {"cpu": f"{setup.size.cpu_millis}m", "memory": setup.size.memory_bytes, "pods": 110}
     nodes = [
         NodeSpec.model_validate({"name": name, "capacity": size, "allocatable": size}) for name in node_names
     ]
     drive = Drive(make_scheduler(nodes, profile))
     snapshot = drive.scheduler.snapshot
     usage = snapshot.usage
-    for workload in workloads:
-        portrait = store.portrait(workload.name)
+    for workload in setup.workloads:
+        portrait = setup.store.portrait(workload.name)
         if portrait is not None:
             usage.set_workload_portrait(workload.name, portrait)
     pods = [
@@ -176,18 +346,15 @@ def _place(
                 "uid": f"{workload.name}-{replica}",
                 "workload": workload.name,
                 "scheduler_name": profile,
-                "requests": {
-                    "cpu": str(workload.vm.provisioned_cores),
-                    "memory": workload.vm.provisioned_memory_bytes,
-                },
+                "requests": {"cpu": f"{workload.cpu_millis}m", "memory": workload.memory_bytes},
             }
         )
-        for workload in workloads
+        for workload in setup.workloads
         for replica in range(experiment.replicas)
     ]
-    random.Random(experiment.seed).shuffle(pods)
-    by_name = {w.name: w for w in workloads}
-    now = split
+    random.Random(seed).shuffle(pods)
+    by_name = {w.name: w for w in setup.workloads}
+    now = setup.split
     for pod in pods:
         drive.arrive(pod, now)
         now += experiment.arrival_gap
@@ -210,48 +377,73 @@ def _place(
 
 
 def _measure(
-    experiment: PortraitExperiment,
-    profile: str,
-    placement: dict[str, str],
-    workloads: list[_Workload],
-    replay_hours: int,
+    experiment: PortraitExperiment, profile: str, placement: dict[str, str], setup: _Setup, seed: int
 ) -> ProfileResult:
-    node_names = [f"node-{i:02d}" for i in range(experiment.nodes)]
+    node_names = _node_names(experiment)
     index = {name: i for i, name in enumerate(node_names)}
-    by_name = {w.name: w for w in workloads}
-    cpu = np.zeros((experiment.nodes, replay_hours))
-    memory = np.zeros((experiment.nodes, replay_hours))
+    by_name = {w.name: w for w in setup.workloads}
+    cpu = np.zeros((experiment.nodes, setup.replay_hours))
+    memory = np.zeros((experiment.nodes, setup.replay_hours))
     for uid, node in placement.items():
         workload = by_name[uid.rsplit("-", 1)[0]]
         cpu[index[node]] += workload.hourly_cpu
         memory[index[node]] += workload.hourly_memory
-    utilization = np.maximum(cpu / experiment.node_cpu_cores, memory / experiment.node_memory_bytes)
-    peak = utilization.max(axis=1)
-    mean = utilization.mean(axis=1)
+    utilization = np.maximum(cpu / (setup.size.cpu_millis / 1000), memory / setup.size.memory_bytes)
+    figures = load_figures(utilization)
     return ProfileResult(
         profile=profile,
-        pods=len(workloads) * experiment.replicas,
+        pods=len(setup.workloads) * experiment.replicas,
         pods_placed=len(placement),
-        node_hours_over_capacity=int((utilization > 1.0).sum()),
-        node_hours_over_80=int((utilization > 0.8).sum()),
-        peak_util_std=float(peak.std()),
-        low_load_share=float((mean < 0.2).mean()),
-        high_load_share=float((mean > 0.8).mean()),
-        cores_placed=sum(by_name[uid.rsplit("-", 1)[0]].vm.provisioned_cores for uid in placement),
+        node_hours_over_capacity=int(figures["over_capacity"]),
+        node_hours_over_80=int(figures["over_80"]),
+        peak_util_std=figures["peak_std"],
+        low_load_share=figures["low_share"],
+        high_load_share=figures["high_share"],
+        cores_placed=sum(by_name[uid.rsplit("-", 1)[0]].cpu_millis for uid in placement) / 1000,
+        busiest_node_hour=figures["busiest"],
+        low_hours_share=figures["low_hours_share"],
+        high_hours_share=figures["high_hours_share"],
+        seed=seed,
         utilization=utilization,
         placement=placement,
     )
 
 
-def run_portrait_experiment(experiment: PortraitExperiment) -> list[ProfileResult]:
+def _check_profiles(experiment: PortraitExperiment) -> None:
     unknown = [p for p in experiment.profiles if p not in BUILTIN_PROFILES]
     if unknown:
         raise InvalidInput(
             f"no built-in profile {unknown[0]!r} (built-in: {', '.join(BUILTIN_PROFILES)})", field="policy"
         )
-    workloads, store, split, replay_hours = _load_workloads(experiment)
-    results = []
-    for profile in experiment.profiles:
-        placement = _place(experiment, profile, workloads, store, split)
-        results.append(_measure(experiment, profile, placement, workloads, replay_hours))
-    return results
+
+
+def run_portrait_seeds(
+    experiment: PortraitExperiment, seeds: Sequence[int]
+) -> tuple[list[list[ProfileResult]], dict[str, Any]]:
+    """Every profile once per arrival-order seed (the trace is read once), and what the setup was: the node
+    size, the VMs taken and those left out."""
+    _check_profiles(experiment)
+    setup = _setup(experiment)
+    runs = []
+    for seed in seeds:
+        results = []
+        for profile in experiment.profiles:
+            placement = _place(experiment, profile, setup, seed)
+            results.append(_measure(experiment, profile, placement, setup, seed))
+        runs.append(results)
+    cpu = sum(w.cpu_millis for w in setup.workloads) * experiment.replicas / 1000
+    memory = sum(w.memory_bytes for w in setup.workloads) * experiment.replicas / GIB
+    described = {
+        "vms": len(setup.workloads),
+        "vms_left_out": ", ".join(setup.skipped) or "none",
+        "node_size": str(setup.size),
+        "requested": f"{cpu:g} cores / {memory:.1f} GiB",
+        "replay_hours": setup.replay_hours,
+    }
+    return runs, described
+
+
+def run_portrait_experiment(experiment: PortraitExperiment) -> list[ProfileResult]:
+    """Every profile with the experiment's seed."""
+    runs, _ = run_portrait_seeds(experiment, [experiment.seed])
+    return runs[0]

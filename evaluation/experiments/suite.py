@@ -22,7 +22,8 @@ Nothing is invented.
 
 Portraits, on Bitbrains (``bitbrains_rnd_2013-7``): the portrait experiment
 (`evaluation.experiments.portrait`) with every profile, which replays real usage hour by hour and so can count
-node-hours over capacity.
+node-hours over capacity. It runs as `eyrie evaluate --experiment portrait` does, with the same nodes,
+requests, demand and arrival-order seeds; its figures in the report are the means over those seeds.
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ import numpy as np
 import numpy.typing as npt
 
 from evaluation.experiments.metrics import gpu_fragmentation, over_capacity, spread, utilisation
-from evaluation.experiments.portrait import PortraitExperiment, ProfileResult, run_portrait_experiment
+from evaluation.experiments.portrait import (
+    REQUEST_RULES,
+    PortraitExperiment,
+    ProfileResult,
+    RequestRule,
+    run_portrait_seeds,
+)
 from evaluation.traces.alibaba_gpu2023 import GPU_RESOURCE, iter_alibaba_gpu2023
 from evaluation.traces.common import Report
 from policies.drive import Drive, make_scheduler
@@ -61,6 +68,7 @@ __all__ = [
     "GpuTrace",
     "SuiteExperiment",
     "SuiteResult",
+    "bitbrains_means",
     "bitbrains_metrics",
     "read_gpu_trace",
     "replay_gpu_trace",
@@ -103,10 +111,15 @@ class SuiteExperiment:
     """At most this many GPU-trace pods, in creation order; None: all."""
     deletions: bool = False
     arrival_gap: float = ARRIVAL_GAP
-    portrait_nodes: int = 12
+    portrait_nodes: int = 6
     replicas: int = 4
     seed: int = 42
-    """The portrait experiment's arrival order (the GPU replay has no randomness: ties are seeded by uid)."""
+    """The portrait experiment's first arrival order (the GPU replay has no randomness: ties are seeded by
+    uid)."""
+    portrait_requests: RequestRule = "usage"
+    portrait_demand: float = 1.25
+    portrait_seeds: int = 3
+    """The portrait experiment runs with arrival orders `seed`, `seed` + 1, …, this many."""
     bitbrains: bool = True
     jobs: int = 1
     """Processes for the profiles' replays (and the Bitbrains part); the figures do not depend on it."""
@@ -128,6 +141,18 @@ class SuiteExperiment:
             raise InvalidInput("must be in (0, 3600] seconds", field="arrival_gap")
         if not 1 <= self.jobs <= 64:
             raise InvalidInput("must be in 1..64", field="jobs")
+        if self.portrait_requests not in REQUEST_RULES:
+            raise InvalidInput(
+                f"unknown {self.portrait_requests!r} (known: {', '.join(REQUEST_RULES)})", field="requests"
+            )
+        if not self.portrait_demand > 0:
+            raise InvalidInput("must be above 0", field="demand")
+        if self.portrait_seeds < 1:
+            raise InvalidInput("must be at least 1", field="seeds")
+
+    @property
+    def portrait_seed_list(self) -> list[int]:
+        return [self.seed + i for i in range(self.portrait_seeds)]
 
     @property
     def gpu_trace(self) -> Path:
@@ -403,18 +428,39 @@ def bitbrains_metrics(result: ProfileResult) -> dict[str, Any]:
     return metrics
 
 
+def bitbrains_means(runs: Sequence[Sequence[ProfileResult]]) -> dict[str, dict[str, float]]:
+    """Per profile, every `bitbrains_metrics` figure's mean over the seeds' runs (one result per profile in
+    each run), in profile order."""
+    collected: dict[str, list[dict[str, Any]]] = {}
+    for results in runs:
+        for result in results:
+            collected.setdefault(result.profile, []).append(bitbrains_metrics(result))
+    return {
+        profile: {key: round(float(np.mean([m[key] for m in rows])), 4) for key in rows[0]}
+        for profile, rows in collected.items()
+    }
+
+
 @dataclass(slots=True)
 class SuiteResult:
     experiment: SuiteExperiment
     gpu: list[GpuResult]
     bitbrains: list[ProfileResult]
+    """The portrait experiment's results with the first seed (what the plots show)."""
     context: dict[str, Any]
     seconds: dict[str, float]
     """Wall time of each part ("gpu trace", "bitbrains") and of the whole run ("total")."""
+    bitbrains_runs: list[list[ProfileResult]] = field(default_factory=list)
+    """The portrait experiment's results with every seed, `bitbrains` first."""
+
+    def portrait_means(self) -> dict[str, dict[str, float]]:
+        """Per profile, the portrait experiment's figures averaged over the seeds."""
+        return bitbrains_means(self.bitbrains_runs or [self.bitbrains])
 
     def summary(self) -> dict[str, Any]:
-        """Per profile, the headline figures of each part (the last stdout line)."""
-        portraits = {result.profile: bitbrains_metrics(result) for result in self.bitbrains}
+        """Per profile, the headline figures of each part (the last stdout line); the portrait experiment's
+        are means over its seeds."""
+        portraits = self.portrait_means()
         summary: dict[str, Any] = {}
         for result in self.gpu:
             entry: dict[str, Any] = {"gpu_trace": result.metrics()}
@@ -435,7 +481,7 @@ def run_suite(experiment: SuiteExperiment, progress: Callable[[str], None] | Non
     note("reading the GPU trace")
     trace = read_gpu_trace(experiment.gpu_trace, experiment.trace_pods, experiment.limit)
     if experiment.jobs > 1:
-        gpu, bitbrains, seconds = _run_parallel(experiment, note)
+        gpu, bitbrains_runs, seconds = _run_parallel(experiment, note)
     else:
         gpu = []
         for profile in experiment.profiles:
@@ -446,11 +492,11 @@ def run_suite(experiment: SuiteExperiment, progress: Callable[[str], None] | Non
                 )
             )
         seconds = {"gpu trace": time.perf_counter() - started}
-        bitbrains = []
+        bitbrains_runs = []
         if experiment.bitbrains:
             note("Bitbrains: portrait experiment")
             part = time.perf_counter()
-            bitbrains = _bitbrains(experiment)
+            bitbrains_runs = _bitbrains(experiment)
             seconds["bitbrains"] = time.perf_counter() - part
     total = time.perf_counter() - started
     gpus = sum(spec.allocatable.get(GPU_RESOURCE, 0) for spec in trace.nodes)
@@ -468,7 +514,8 @@ def run_suite(experiment: SuiteExperiment, progress: Callable[[str], None] | Non
         "GPU replay": mode,
         "Bitbrains": (
             f"{_shown(experiment.bitbrains_trace)}: the portrait experiment, {experiment.portrait_nodes} "
-            f"nodes, {experiment.replicas} replicas per VM, seed {experiment.seed}"
+            f"nodes, {experiment.replicas} replicas per VM, requests {experiment.portrait_requests}, demand "
+            f"{experiment.portrait_demand:g}, seeds {', '.join(map(str, experiment.portrait_seed_list))}"
             if experiment.bitbrains
             else "not run"
         ),
@@ -476,9 +523,10 @@ def run_suite(experiment: SuiteExperiment, progress: Callable[[str], None] | Non
     return SuiteResult(
         experiment=experiment,
         gpu=gpu,
-        bitbrains=bitbrains,
+        bitbrains=bitbrains_runs[0] if bitbrains_runs else [],
         context=context,
         seconds={**seconds, "total": total},
+        bitbrains_runs=bitbrains_runs,
     )
 
 
@@ -488,16 +536,20 @@ def _shown(path: Path) -> str:
     return os.path.relpath(path)
 
 
-def _bitbrains(experiment: SuiteExperiment) -> list[ProfileResult]:
-    return run_portrait_experiment(
+def _bitbrains(experiment: SuiteExperiment) -> list[list[ProfileResult]]:
+    runs, _ = run_portrait_seeds(
         PortraitExperiment(
             trace=experiment.bitbrains_trace,
             profiles=experiment.profiles,
             nodes=experiment.portrait_nodes,
             replicas=experiment.replicas,
             seed=experiment.seed,
-        )
+            requests=experiment.portrait_requests,
+            demand=experiment.portrait_demand,
+        ),
+        experiment.portrait_seed_list,
     )
+    return runs
 
 
 _WORKER_TRACE: dict[str, GpuTrace] = {}
@@ -510,7 +562,9 @@ def _worker_init(experiment: SuiteExperiment) -> None:
     _WORKER_TRACE["trace"] = read_gpu_trace(experiment.gpu_trace, experiment.trace_pods, experiment.limit)
 
 
-def _worker_task(experiment: SuiteExperiment, task: str) -> tuple[GpuResult | list[ProfileResult], float]:
+def _worker_task(
+    experiment: SuiteExperiment, task: str
+) -> tuple[GpuResult | list[list[ProfileResult]], float]:
     started = time.perf_counter()
     if task == _BITBRAINS_TASK:
         return _bitbrains(experiment), time.perf_counter() - started
@@ -522,7 +576,7 @@ def _worker_task(experiment: SuiteExperiment, task: str) -> tuple[GpuResult | li
 
 def _run_parallel(
     experiment: SuiteExperiment, note: Callable[[str], None]
-) -> tuple[list[GpuResult], list[ProfileResult], dict[str, float]]:
+) -> tuple[list[GpuResult], list[list[ProfileResult]], dict[str, float]]:
     """The same replays in `jobs` processes ("spawn": nothing of this process, threads included, is
     inherited). Batch profiles go first, as they take longest; results come back in profile order."""
     import multiprocessing
@@ -546,7 +600,7 @@ def _run_parallel(
         assert isinstance(result, GpuResult)
         gpu.append(result)
     seconds = {"gpu trace (summed over processes)": sum(found[name][1] for name in experiment.profiles)}
-    bitbrains: list[ProfileResult] = []
+    bitbrains: list[list[ProfileResult]] = []
     if experiment.bitbrains:
         portraits = found[_BITBRAINS_TASK][0]
         assert isinstance(portraits, list)

@@ -19,7 +19,6 @@ from evaluation.experiments.suite import (
     RESOURCES,
     GpuResult,
     SuiteResult,
-    bitbrains_metrics,
 )
 
 __all__ = ["gpu_table", "portrait_table", "write_suite_report"]
@@ -91,23 +90,36 @@ _PORTRAIT_COLUMNS = (
     ("mean_util_std", "std of node mean util"),
     ("mean_util_range", "max−min of node mean util"),
     ("peak_util_std", "std of node peak util"),
+    ("low_hours_share", "node-hours < 20 %"),
+    ("high_hours_share", "node-hours > 80 %"),
+)
+_PORTRAIT_PERCENT = (
+    "peak_node_hour_util",
+    "mean_util_std",
+    "mean_util_range",
+    "peak_util_std",
+    "low_hours_share",
+    "high_hours_share",
 )
 
 
 def portrait_table(result: SuiteResult) -> str:
+    """The portrait experiment's figures per profile, means over its seeds."""
     heads = ["profile", *(label for _, label in _PORTRAIT_COLUMNS)]
     lines = ["| " + " | ".join(heads) + " |", "|---" * len(heads) + "|"]
-    for portrait in result.bitbrains:
-        metrics = bitbrains_metrics(portrait)
-        cells = [portrait.profile]
+    pods = {portrait.profile: portrait.pods for portrait in result.bitbrains}
+    for profile, metrics in result.portrait_means().items():
+        cells = [profile]
         for key, _ in _PORTRAIT_COLUMNS:
             value = metrics[key]
+            # Means over seeds: a count to one decimal, whole when it is whole.
+            shown = f"{value:g}" if float(value).is_integer() else f"{value:.1f}"
             if key == "pods_placed":
-                cells.append(f"{value} / {portrait.pods}")
-            elif key in ("peak_node_hour_util", "mean_util_std", "mean_util_range", "peak_util_std"):
+                cells.append(f"{shown} / {pods[profile]}")
+            elif key in _PORTRAIT_PERCENT:
                 cells.append(_pct(value))
             else:
-                cells.append(str(value))
+                cells.append(shown)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -141,8 +153,10 @@ def _markdown(result: SuiteResult, command: str) -> str:
             "",
             portrait_table(result).rstrip(),
             "",
-            "Utilisation is a node-hour's dominant resource, max(cpu, memory), of the replayed real usage. "
-            "The experiment's own table, CSV and plots are in `portrait/`.",
+            "Means over the seeds in the Bitbrains line above. Utilisation is a node-hour's dominant "
+            "resource, max(cpu, memory), of the replayed real usage; node-hours < 20 % and > 80 % are "
+            "shares of all node-hours, empty nodes included. The experiment's own table (each seed and the "
+            "range), CSV and plots are in `portrait/`.",
             "",
         ]
     return "\n".join(lines)
@@ -150,7 +164,7 @@ def _markdown(result: SuiteResult, command: str) -> str:
 
 def _csv(result: SuiteResult, path: Path) -> None:
     gpu_keys = list(result.gpu[0].metrics()) if result.gpu else []
-    portraits = {p.profile: bitbrains_metrics(p) for p in result.bitbrains}
+    portraits = result.portrait_means()
     portrait_keys = list(next(iter(portraits.values()))) if portraits else []
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
@@ -182,7 +196,8 @@ def _bars(result: SuiteResult, path: Path) -> None:
         over = sum(p.node_hours_over_capacity for p in result.bitbrains)
         panels.append(
             (
-                f"Bitbrains: busiest node-hour (%)\nnode-hours > capacity: {over} in all",
+                f"Bitbrains, seed {result.bitbrains[0].seed}: busiest node-hour (%)\n"
+                f"node-hours > capacity: {over} in all",
                 [float(p.utilization.max(initial=0.0)) * 100 for p in result.bitbrains],
             )
         )
@@ -265,5 +280,5 @@ def write_suite_report(result: SuiteResult, out: Path, command: str) -> list[Pat
         written.append(fill)
     if result.bitbrains:
         context = {key: value for key, value in result.context.items() if key == "Bitbrains"}
-        written += write_portrait_report(result.bitbrains, out / "portrait", context)
+        written += write_portrait_report(result.bitbrains, out / "portrait", context, result.bitbrains_runs)
     return written

@@ -2,11 +2,13 @@
 
 * Node list ``openb_node_list_all_node.csv``: ``sn, cpu_milli, memory_mib, gpu, model``. Each node becomes a
   ``node-events`` upsert at ts 0 with capacity = allocatable = {cpu: cpu_milli millicores, memory:
-  memory_mib × 2^20 bytes, nvidia.com/gpu: gpu (only when > 0), pods: 110 (Kubernetes' default)} and the
-  label ``gpu-model: <model>`` when the model is given.
+  memory_mib × 2^20 bytes, nvidia.com/gpu: gpu (only when > 0), pods: 110 (Kubernetes' default)}, the
+  label ``gpu-model: <model>`` when the model is given, and ``gpus`` = {count: gpu, model: model} (per-card
+  accounting, docs/gpu-sharing.md) when gpu > 0.
 * Pod list ``openb_pod_list_<NAME>.csv``: ``name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, qos,
   pod_phase, creation_time, deletion_time, scheduled_time``. Each pod becomes a ``PodRequest`` at its
-  creation time (uid = name, requests {cpu, memory, nvidia.com/gpu when num_gpu > 0}, ``created_at``) and a
+  creation time (uid = name, requests {cpu, memory, nvidia.com/gpu for whole cards}, ``gpu`` = {milli:
+  gpu_milli, count: num_gpu, models: gpu_spec} when num_gpu > 0, ``created_at``) and a
   ``PodDeleted`` at its deletion time when that is given and later than the creation time.
   ``scheduled_time`` is not used: when a pod gets placed is what eyrie decides.
 
@@ -16,11 +18,16 @@ Mapping decisions:
   equal to their requests, so eyrie derives the Guaranteed QoS class as Kubernetes would. The others keep
   requests only (Burstable): Alibaba's BE pods still reserve what they ask for in the simulator.
 * ``pod_phase`` (the phase the pod ended in) is kept as the label ``pod-phase`` for analysis.
-* Shared GPUs: a pod with ``num_gpu`` = 1 and ``gpu_milli`` < 1000 uses a fraction of one card. It requests
-  one whole ``nvidia.com/gpu`` (extended resources are whole units in Kubernetes) and carries the label
-  ``gpu-milli: "<gpu_milli>"``, so a GPU-sharing-aware policy can pack it while every other plugin stays
-  conservative. A pod with ``num_gpu`` = 0 requests no GPU whatever ``gpu_milli`` says.
-* ``gpu_spec`` (allowed models, ``|``-separated) becomes a required node affinity ``gpu-model In [...]``,
+* GPUs, as the FGD simulator reads the trace: a pod with ``num_gpu`` = 1 and ``gpu_milli`` < 1000 takes a
+  share of one card; its ``gpu`` request says so, and it requests no ``nvidia.com/gpu`` (a whole-unit
+  extended resource would hold the whole card); it also carries the label ``gpu-milli: "<gpu_milli>"``
+  for analysis. A pod with ``gpu_milli`` = 1000 takes ``num_gpu`` whole cards: ``gpu`` and
+  ``nvidia.com/gpu: num_gpu`` both say so, which NodeResourcesFit and GpuShareFit agree on. Cards are only
+  accounted per card by profiles with the GpuShareFit filter (``gpu-share``); others see whole cards only.
+  Any other combination (``gpu_milli`` 0, or a share of several cards) is a bad row. A pod with ``num_gpu``
+  = 0 requests no GPU whatever ``gpu_milli`` says.
+* ``gpu_spec`` (allowed models, ``|``-separated) becomes ``gpu.models``, a required node affinity
+  ``gpu-model In [...]``,
   which the NodeAffinity plugin enforces, and the label ``gpu-spec`` with ``|`` turned into ``_`` (``|`` is
   not allowed in a label value); the label is omitted when it still is not a valid label value.
 * Pod lists without time columns (the ``multigpuNN`` lists) are arrival sequences: every pod is created at
@@ -58,6 +65,7 @@ from evaluation.traces.common import (
     write_log,
 )
 from schemas.exceptions import InvalidInput
+from schemas.gpu import GPU_RESOURCE, MAX_CARDS, MILLI_PER_CARD, GpuCards, GpuRequest
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import NodeSelectorRequirement, NodeSelectorTerm, PodDeleted, PodRequest
 from schemas.quantity import MAX_QUANTITY, Resources
@@ -73,7 +81,6 @@ __all__ = [
 
 DEFAULT_PODS = "default"
 NODE_LIST = "openb_node_list_all_node.csv"
-GPU_RESOURCE = "nvidia.com/gpu"
 MAX_PODS_PER_NODE = 110
 """Kubernetes' default kubelet ``maxPods``; the trace gives none."""
 
@@ -144,6 +151,8 @@ def _node(fields: list[str], layout: _Layout) -> NodeSpec:
     )
     if gpus:
         capacity[GPU_RESOURCE] = gpus
+        if gpus > MAX_CARDS:
+            raise RowError(f"gpu: more than {MAX_CARDS} cards: {gpus}")
     model = fields[column["model"]].strip()
     labels = {}
     if model:
@@ -152,7 +161,12 @@ def _node(fields: list[str], layout: _Layout) -> NodeSpec:
             raise RowError(f"model: not a valid label value: {model[:70]!r}")
         labels[GPU_MODEL_LABEL] = value
     try:
-        return NodeSpec(name=fields[column["sn"]].strip(), capacity=capacity, labels=labels)
+        return NodeSpec(
+            name=fields[column["sn"]].strip(),
+            capacity=capacity,
+            labels=labels,
+            gpus=GpuCards(count=gpus, model=model) if gpus else None,
+        )
     except ValueError as exc:  # pydantic's ValidationError, e.g. an empty or overlong name
         raise RowError(f"sn: {' '.join(str(exc).split())[:120]}") from None
 
@@ -185,9 +199,14 @@ def _pod(fields: list[str], layout: _Layout, created: float) -> PodRequest:
     )
     labels: dict[str, str] = {}
     if num_gpu:
-        requests[GPU_RESOURCE] = num_gpu
-        if num_gpu == 1 and 0 < gpu_milli < 1000:
+        if gpu_milli == 0 or (num_gpu > 1 and gpu_milli < MILLI_PER_CARD):
+            raise RowError(f"gpu_milli: {gpu_milli} with num_gpu {num_gpu}: neither a share nor whole cards")
+        if num_gpu > MAX_CARDS:
+            raise RowError(f"num_gpu: more than {MAX_CARDS} cards: {num_gpu}")
+        if gpu_milli < MILLI_PER_CARD:
             labels["gpu-milli"] = str(gpu_milli)
+        else:
+            requests[GPU_RESOURCE] = num_gpu
     qos = cell("qos")
     if qos:
         if qos not in _QOS:
@@ -206,6 +225,7 @@ def _pod(fields: list[str], layout: _Layout, created: float) -> PodRequest:
             raise RowError(f"gpu_spec: not a list of GPU models: {cell('gpu_spec')[:70]!r}")
         requirement = NodeSelectorRequirement(key=GPU_MODEL_LABEL, operator="In", values=models)
         affinity.append(NodeSelectorTerm(match_expressions=[requirement]))
+    gpu = GpuRequest(milli=gpu_milli, count=num_gpu, models=models) if num_gpu else None
     container: dict[str, Resources] = {"requests": requests}
     if qos == "Guaranteed":
         container["limits"] = Resources(requests)
@@ -217,6 +237,7 @@ def _pod(fields: list[str], layout: _Layout, created: float) -> PodRequest:
             labels=labels,
             node_affinity=affinity,
             created_at=created,
+            gpu=gpu,
         )
     except ValueError as exc:  # pydantic's ValidationError, e.g. an empty or overlong name
         raise RowError(f"invalid pod: {' '.join(str(exc).split())[:120]}") from None

@@ -4,9 +4,10 @@ Filter and Score plugins see *all* candidate nodes at once: ``nodes`` is an int 
 and they answer with one numpy array (a boolean mask, or int scores 0..100) for those rows. Reasons are
 computed only when someone asks (`explain`, the unschedulable message), never on the hot path.
 
-A cycle, in order (`policies.scheduler` runs it):
-QueueSort → PreFilter → Filter → PostFilter (only when no node passes) → PreScore → Score → NormalizeScore
-→ weight and sum → select (seeded tie-break) → Reserve → Permit → (Bind, by the applier).
+Before a pod enters the queue, PreEnqueue plugins may hold it back (scheduling gates). A cycle, in order
+(`policies.scheduler` runs it): QueueSort → PreFilter → Filter → PostFilter (only when no node passes) →
+PreScore → Score → NormalizeScore → weight and sum → select (seeded tie-break, or the lowest name) →
+Reserve → Permit → (Bind, by the applier).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "EXTENSION_POINTS",
     "MAX_NODE_SCORE",
     "BoolArray",
+    "CheckpointedPlugin",
     "CycleContext",
     "FilterPlugin",
     "IntArray",
@@ -35,11 +37,13 @@ __all__ = [
     "Plugin",
     "PostFilterPlugin",
     "PostFilterResult",
+    "PreEnqueuePlugin",
     "PreFilterPlugin",
     "PreScorePlugin",
     "QueueSortPlugin",
     "ReservePlugin",
     "ScorePlugin",
+    "no_scores",
     "node_count",
     "node_rows",
 ]
@@ -60,6 +64,20 @@ def node_count(nodes: Nodes) -> int:
     return len(nodes)
 
 
+_NO_SCORES: list[IntArray] = [np.zeros(0, dtype=np.int64)]
+
+
+def no_scores(count: int) -> IntArray:
+    """The scores of a plugin that takes no part in a cycle (PreScore's Skip): `count` zeros, a read-only
+    view of one shared array, so a skipping plugin allocates and dirties no memory per cycle."""
+    shared = _NO_SCORES[0]
+    if len(shared) < count:
+        shared = np.zeros(max(count, 2 * len(shared)), dtype=np.int64)
+        shared.flags.writeable = False
+        _NO_SCORES[0] = shared
+    return shared[:count]
+
+
 def node_rows(nodes: Nodes) -> IntArray:
     if isinstance(nodes, slice):
         start, stop, _ = nodes.indices(nodes.stop)
@@ -68,6 +86,7 @@ def node_rows(nodes: Nodes) -> IntArray:
 
 
 EXTENSION_POINTS = (
+    "preEnqueue",
     "queueSort",
     "preFilter",
     "filter",
@@ -93,6 +112,15 @@ class CycleContext:
 
 class Plugin(Protocol):
     name: str
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Protocol):
+    name: str
+
+    def pre_enqueue(self, pod: PodRequest) -> Status:
+        """SUCCESS to let the pod into the queue; otherwise it waits, untried, until a new version of it
+        (the same uid) comes and every PreEnqueue plugin lets that one in."""
 
 
 @runtime_checkable
@@ -171,3 +199,28 @@ class PermitPlugin(Protocol):
 
     def permit(self, ctx: CycleContext, node: int) -> tuple[Status, float]:
         """SUCCESS to bind now, WAIT with a timeout in seconds, or UNSCHEDULABLE to give the node back."""
+
+
+@runtime_checkable
+class CheckpointedPlugin(Protocol):
+    """Optional, for a plugin that keeps state of its own across cycles (coscheduling's pod groups): what
+    a shard checkpoint stores for it (`streams.core.checkpoint`, docs/checkpoints.md).
+
+    A plugin's instance is built again from its profile's document when a checkpoint is restored, so a
+    plugin needs this only for state its args and the snapshot do not give back: caches derived from the
+    snapshot (`RowCursor` tables, per-pod memos) are rebuilt and must not be stored. A plugin with such
+    state that does not implement this loses it on restore, and a restored shard may then decide otherwise
+    than one that never stopped: the checkpoint tests (tests/streams/test_checkpoint.py) catch that when
+    their workloads exercise the plugin.
+
+    ``checkpoint_state`` returns JSON-able data (dicts, lists, strings, numbers; tuples, sets and numpy
+    arrays are kept exactly too), called between envelopes, never mid-cycle. ``restore_state`` receives it
+    back, on a fresh instance built from the same args, before any cycle runs. Change the shape of the
+    state only together with the checkpoint format version (`streams.core.checkpoint.VERSION`).
+    """
+
+    name: str
+
+    def checkpoint_state(self) -> Any: ...
+
+    def restore_state(self, state: Any) -> None: ...

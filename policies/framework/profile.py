@@ -5,10 +5,17 @@ A profile starts from the built-in default plugin set. Per extension point, ``di
 its place and takes the new weight, as kube-scheduler's mergePluginSet does. ``multiPoint`` enables a
 plugin at every extension point it implements. Plugin args come from ``pluginConfig`` and are validated
 when the profile loads, so a bad profile fails at once with the profile, plugin and field named.
+
+``kubernetesVersion`` (a string such as ``"1.33"``; default ``"1.36"``) names the kube-scheduler release
+whose behaviour the Kubernetes-named plugins follow where it changed between releases: from 1.34 on,
+NodeResourcesBalancedAllocation skips pods that request none of its resources, and from 1.36 on it
+scores the change in balance the pod causes rather than the balance after it. Releases 1.23 to 1.36 are
+accepted; plugins read it from their handle as ``handle.kubernetes_version``, a (major, minor) tuple.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +31,7 @@ from policies.framework.contract import (
     FilterPlugin,
     PermitPlugin,
     PostFilterPlugin,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
@@ -40,15 +48,19 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_PROFILES",
     "DEFAULT_PLUGINS",
+    "KUBERNETES_VERSION",
+    "TIE_BREAKS",
     "Handle",
     "Profile",
     "ProfileSet",
     "WaitingPods",
+    "kubernetes_version_of",
     "load_profiles",
     "parse_profiles",
 ]
 
 _PROTOCOLS: dict[str, type] = {
+    "preEnqueue": PreEnqueuePlugin,
     "queueSort": QueueSortPlugin,
     "preFilter": PreFilterPlugin,
     "filter": FilterPlugin,
@@ -59,35 +71,91 @@ _PROTOCOLS: dict[str, type] = {
     "permit": PermitPlugin,
 }
 
-# kube-scheduler's default set, restricted to the plugins eyrie has, in upstream order (the first failing
-# filter names the reason, so order is behaviour). Score weights as upstream: TaintToleration 3.
+# kube-scheduler v1.36's default set (default_plugins.go), restricted to the plugins eyrie has (no volume
+# plugins or DRA), in upstream order: the first failing filter names the reason, so order is behaviour.
+# Score weights as upstream.
 DEFAULT_PLUGINS: dict[str, list[tuple[str, int]]] = {
+    "preEnqueue": [("SchedulingGates", 0)],
     "queueSort": [("PrioritySort", 0)],
-    "preFilter": [],
+    "preFilter": [("NodeAffinity", 0), ("PodTopologySpread", 0)],
     "filter": [
         ("NodeUnschedulable", 0),
+        ("NodeName", 0),
         ("TaintToleration", 0),
         ("NodeAffinity", 0),
         ("NodePorts", 0),
         ("NodeResourcesFit", 0),
+        ("PodTopologySpread", 0),
+        ("InterPodAffinity", 0),
     ],
-    "postFilter": [],
+    "postFilter": [("DefaultPreemption", 0)],
     "preScore": [],
-    "score": [("TaintToleration", 3), ("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1)],
+    "score": [
+        ("TaintToleration", 3),
+        ("NodeAffinity", 2),
+        ("NodeResourcesFit", 1),
+        ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2),
+        ("NodeResourcesBalancedAllocation", 1),
+        ("ImageLocality", 1),
+    ],
     "reserve": [],
     "permit": [],
 }
 
-_PROFILE_KEYS = {"schedulerName", "plugins", "pluginConfig", "clusterPolicy", *BATCH_KEYS}
+_PROFILE_KEYS = {
+    "schedulerName",
+    "plugins",
+    "pluginConfig",
+    "clusterPolicy",
+    "kubernetesVersion",
+    "tieBreak",
+    *BATCH_KEYS,
+}
+
+TIE_BREAKS = ("random", "name")
+"""How the node is chosen among the highest totals: ``random`` (kube-scheduler's: a choice seeded with the
+pod's uid), ``name`` (the lowest node name, as the FGD simulator's ``selectHost``)."""
+
+KUBERNETES_VERSION: tuple[int, int] = (1, 36)
+"""The kube-scheduler release a profile follows unless it names another (``kubernetesVersion``)."""
+_OLDEST_VERSION = (1, 23)
+"""The oldest release accepted: the scoring strategies of NodeResourcesFit took their present form in it."""
+_VERSION = re.compile(r"v?(\d+)\.(\d+)")
+
+
+def _kubernetes_version(raw: Any, where: str) -> tuple[int, int]:
+    """``"1.33"`` → (1, 33). A YAML number is refused: ``1.30`` would arrive as 1.3."""
+    if raw is None:
+        return KUBERNETES_VERSION
+    match = _VERSION.fullmatch(raw) if isinstance(raw, str) else None
+    version = (int(match.group(1)), int(match.group(2))) if match else None
+    if version is None or not _OLDEST_VERSION <= version <= KUBERNETES_VERSION:
+        oldest, newest = (".".join(map(str, v)) for v in (_OLDEST_VERSION, KUBERNETES_VERSION))
+        raise ConfigError(
+            f"{where}: kubernetesVersion: expected a quoted release {oldest}..{newest} such as "
+            f'"{newest}", got {raw!r}'
+        )
+    return version
+
+
+def kubernetes_version_of(handle: object) -> tuple[int, int]:
+    """The release a plugin follows: its handle's, or the default for a plugin built without a profile."""
+    version: tuple[int, int] = getattr(handle, "kubernetes_version", KUBERNETES_VERSION)
+    return version
 
 
 @dataclass(slots=True)
 class Handle:
-    """What a plugin may reach beyond its own args: the profile it belongs to (filled in once built) and
-    the pods waiting in Permit (the scheduler that runs the profile attaches itself)."""
+    """What a plugin may reach beyond its own args: the profile it belongs to (filled in once built), the
+    pods waiting in Permit (the scheduler that runs the profile attaches itself) and the kube-scheduler
+    release the profile follows."""
 
     profile: Profile | None = None
     waiting: WaitingPods | None = None
+    kubernetes_version: tuple[int, int] = KUBERNETES_VERSION
+    """The profile's ``kubernetesVersion`` as (major, minor): which release's behaviour to follow where
+    kube-scheduler changed it."""
 
 
 class WaitingPods(Protocol):
@@ -108,6 +176,7 @@ if TYPE_CHECKING:
 class Profile:
     name: str
     queue_sort: QueueSortPlugin
+    pre_enqueue: list[PreEnqueuePlugin]
     pre_filter: list[PreFilterPlugin]
     filter: list[FilterPlugin]
     post_filter: list[PostFilterPlugin]
@@ -123,6 +192,8 @@ class Profile:
     cluster_policy: ClusterPolicy | None = None
     """Multi-cluster placement: estimator, division strategy, weights, modeling; None → defaults
     (`policies.clusters.cluster_policy_of` reads it)."""
+    tie_break: str = "random"
+    """``tieBreak``: one of `TIE_BREAKS`."""
 
     def plugin(self, name: str) -> Any:
         return self.plugins.get(name)
@@ -189,6 +260,12 @@ def _args(name: str, raw: Any, where: str) -> BaseModel | None:
         raise ConfigError(f"{where}: plugin {name}: {exc}") from None
 
 
+def _tie_break(raw: Any, where: str) -> str:
+    if raw not in TIE_BREAKS:
+        raise ConfigError(f"{where}: tieBreak must be one of {', '.join(TIE_BREAKS)}, got {raw!r}")
+    return str(raw)
+
+
 def _cluster_policy(document: Mapping[str, Any], where: str) -> ClusterPolicy | None:
     if "clusterPolicy" not in document:
         return None
@@ -208,6 +285,7 @@ def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Pro
     unknown = set(document) - _PROFILE_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown field {sorted(unknown)[0]}")
+    kubernetes_version = _kubernetes_version(document.get("kubernetesVersion"), where)
     try:
         batch = parse_batch(document)
     except ConfigError as exc:
@@ -232,7 +310,7 @@ def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Pro
         chains[point] = _merge(point, plugins_doc.get(point) or {}, f"{where}.plugins.{point}")
     multi = _entries((plugins_doc.get("multiPoint") or {}).get("enabled"), f"{where}.plugins.multiPoint")
 
-    handle = Handle()
+    handle = Handle(kubernetes_version=kubernetes_version)
     instances: dict[str, Any] = {}
 
     def instance(plugin: str, place: str) -> Any:
@@ -268,6 +346,7 @@ def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Pro
     profile = Profile(
         name=name,
         queue_sort=built["queueSort"][0][0],
+        pre_enqueue=[p for p, _ in built["preEnqueue"]],
         pre_filter=[p for p, _ in built["preFilter"]],
         filter=[p for p, _ in built["filter"]],
         post_filter=[p for p, _ in built["postFilter"]],
@@ -280,6 +359,7 @@ def parse_profile(document: Mapping[str, Any], *, where: str = "profile") -> Pro
         document=dict(document),
         batch=batch,
         cluster_policy=_cluster_policy(document, where),
+        tie_break=_tie_break(document.get("tieBreak", "random"), where),
     )
     handle.profile = profile
     return profile
@@ -356,7 +436,9 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         },
     },
     # Oversell by portraits (requests × OverSellRate as the hard limit, 24-hour caps as the soft
-    # one) and steer each resource's peak hour towards its target.
+    # one) and steer the peak hour of each resource ResourceBalanceOnPortrait's args name towards its
+    # target: by default cpu, the one resource oversold, and the contention counters llcmiss and crpki.
+    # Memory is never oversold, so the filter's limits guard it and the score leaves it out.
     "portrait": {
         "schedulerName": "portrait",
         "plugins": {
@@ -405,6 +487,33 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
         "batch_wait": 1.0,
         "algorithm": "tbesk",
         "batch_args": {"objective": "z"},
+    },
+    # GPU sharing as the FGD simulator runs it: per-card fit, and Fragmentation Gradient Descent as the only
+    # scorer (the simulator disables the default scorers), choosing a share's card too; equal scores go to
+    # the lowest node name, as the simulator's selectHost. The workload FGD measures fragmentation against
+    # is learned from the pods. The paper's baselines are the same profile with FGD replaced by GpuBestFit,
+    # GpuDotProduct, GpuPacking, GpuClustering or GpuRandomFit (docs/gpu-sharing.md).
+    "gpu-share": {
+        "schedulerName": "gpu-share",
+        "tieBreak": "name",
+        "plugins": {
+            "filter": {"enabled": [{"name": "GpuShareFit"}]},
+            "score": {"disabled": [{"name": "*"}], "enabled": [{"name": "FGD", "weight": 1}]},
+        },
+    },
+    # FGD deciding, and GpuBestFit (weight 1 against FGD's 100, so it only orders nodes FGD scores equally)
+    # packing among its ties, which a uid-seeded choice would spread. With the simulator's lowest-name
+    # tie-break FGD alone packs its ties already, and on the openb pod lists this profile is within a few
+    # tenths of a point of it either way (docs/gpu-sharing.md).
+    "gpu-share-plus": {
+        "schedulerName": "gpu-share-plus",
+        "plugins": {
+            "filter": {"enabled": [{"name": "GpuShareFit"}]},
+            "score": {
+                "disabled": [{"name": "*"}],
+                "enabled": [{"name": "FGD", "weight": 100}, {"name": "GpuBestFit", "weight": 1}],
+            },
+        },
     },
 }
 

@@ -40,26 +40,43 @@ def registry() -> dict[str, PluginSpec]:
     if _REGISTRY is None:
         from policies.plugins import (
             coscheduling,
+            gpushare,
+            imagelocality,
+            interpodaffinity,
             limitsum,
             loadaware,
             nodeaffinity,
+            nodename,
             nodeports,
             noderesources,
             nodeunschedulable,
+            podtopologyspread,
             portrait,
             preemption,
             queuesort,
             rolespread,
+            schedulinggates,
             tainttoleration,
         )
+        from policies.plugins.gpushare import bestfit as gpushare_bestfit
+        from policies.plugins.gpushare import clustering as gpushare_clustering
+        from policies.plugins.gpushare import dotproduct as gpushare_dotproduct
+        from policies.plugins.gpushare import fgd as gpushare_fgd
+        from policies.plugins.gpushare import packing as gpushare_packing
+        from policies.plugins.gpushare import randomfit as gpushare_randomfit
 
         specs = [
+            _spec(schedulinggates),
             _spec(noderesources.fit),
             _spec(noderesources.balanced),
             _spec(tainttoleration),
             _spec(nodeaffinity),
             _spec(nodeaffinity, "NodeSelector"),  # the same required-labels check under another name
             _spec(nodeports),
+            _spec(nodename),
+            _spec(imagelocality),
+            _spec(interpodaffinity),
+            _spec(podtopologyspread),
             _spec(nodeunschedulable),
             _spec(queuesort.priority),
             _spec(queuesort.qos),
@@ -74,6 +91,13 @@ def registry() -> dict[str, PluginSpec]:
             _spec(loadaware.globalvariance),
             _spec(portrait.fits),
             _spec(portrait.balance),
+            _spec(gpushare.fit),
+            _spec(gpushare_fgd),
+            _spec(gpushare_bestfit),
+            _spec(gpushare_dotproduct),
+            _spec(gpushare_packing),
+            _spec(gpushare_clustering),
+            _spec(gpushare_randomfit),
         ]
         _REGISTRY = {spec.name: spec for spec in specs}
     return _REGISTRY

@@ -82,6 +82,28 @@ class Coscheduling:
         self.handle = handle
         self.manager = Manager()
 
+    # Checkpoints (`policies.framework.contract.CheckpointedPlugin`): the groups are state no event replays.
+    def checkpoint_state(self) -> dict[str, Any]:
+        groups = [
+            [
+                g.name,
+                g.min_available,
+                g.timeout_s,
+                g.first_arrival,
+                sorted(g.members),
+                sorted(g.placed),
+                g.backoff_until,
+            ]
+            for g in self.manager.groups.values()
+        ]
+        return {"groups": groups, "group_of": dict(self.manager.group_of)}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        manager = self.manager = Manager()
+        for name, minimum, timeout, first, members, placed, backoff in state["groups"]:
+            manager.groups[name] = Group(name, minimum, timeout, first, set(members), set(placed), backoff)
+        manager.group_of = dict(state["group_of"])
+
     # Queue events (called by the scheduler for every plugin that has them).
     def on_pod_added(self, pod: PodRequest, arrival: int) -> None:
         self.manager.add(pod, arrival)

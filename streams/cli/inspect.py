@@ -10,6 +10,7 @@ running them beside a live pipeline changes nothing. Each prints JSON lines by d
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -183,6 +184,8 @@ def validated_documents(path: Path) -> Iterator[Document]:
             reason = profile_refusal(document.key, document.value)
             if reason is not None:
                 raise InvalidInput(f"{path}: {reason}")
+        for warning in document.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         yield document
 
 

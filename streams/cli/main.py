@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar, cast
 
 import typer
 
@@ -45,6 +46,9 @@ from streams.cli.trace import trace_app
 from streams.client import Decision, EyrieClient
 from streams.runtime.logs import configure_logging, parse_format, parse_level
 from streams.runtime.topics import ensure_topics
+
+if TYPE_CHECKING:
+    from evaluation.experiments.portrait import RequestRule
 
 __all__ = ["app", "main"]
 
@@ -211,7 +215,12 @@ def _print_table(found: list[Decision]) -> None:
 def explain(
     nodes: Annotated[
         Path,
-        typer.Option("--nodes", help="A list of node states (see docs/cli.md), JSON or YAML (.yaml, .yml)"),
+        typer.Option(
+            "--nodes",
+            help="A list of node states (see docs/cli.md), or a Kubernetes List of Nodes and Pods (and "
+            "Namespaces, Services, ReplicationControllers, ReplicaSets, StatefulSets) as "
+            "`kubectl get nodes,pods -A -o yaml` prints it; JSON or YAML (.yaml, .yml)",
+        ),
     ],
     pod: Annotated[
         Path, typer.Option("--pod", help="A PodRequest or a Kubernetes Pod manifest, JSON or YAML")
@@ -237,17 +246,87 @@ def explain(
     --profile hold is unschedulable (selected null, with the reason), never explained with another. The
     output names the profile it ran.
     """
-    from policies.explain import explain_files
+    from policies.explain import (
+        explain_files,
+        explain_in_cluster,
+        load_pod,
+        read_document,
+        resolve_profiles,
+        scheduler_for_cluster,
+    )
+    from schemas.manifest import is_pod_manifest
+    from streams.kube.dump import is_kube_list, read_cluster_dump
 
-    result = explain_files(nodes, pod, profile, scheduler_name)
-    json_line(result.to_json())
+    document = read_document(nodes)
+    if not is_kube_list(document):
+        json_line(explain_files(nodes, pod, profile, scheduler_name).to_json())
+        return
+    try:
+        dump = read_cluster_dump(document)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{nodes}: {exc}") from None
+    request, extras = load_pod(pod)
+    request = dump.with_namespace_labels(request)
+    # A manifest names its controller (ownerReferences), which the PodRequest it becomes does not keep.
+    pod_document = read_document(pod)
+    metadata = pod_document.get("metadata") if is_pod_manifest(pod_document) else None
+    request = dump.with_default_selector(request, metadata if isinstance(metadata, dict) else None)
+    profiles, name = resolve_profiles(profile, scheduler_name, request)
+    occupants = [(occupant.pod, occupant.node) for occupant in dump.occupants]
+    scheduler = scheduler_for_cluster(dump.nodes, occupants, profiles)
+    json_line(explain_in_cluster(scheduler, request, extras, pod, name).to_json())
+
+
+_EVALUATE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "--experiment portrait": ("trace", "policy", "nodes", "replicas", "requests", "demand", "seeds"),
+    "--experiment tbesk-paper": (
+        "trace",
+        "pods",
+        "step",
+        "population",
+        "iterations",
+        "window",
+        "batch",
+        "trace_pods",
+        "trace_limit",
+    ),
+    "--experiment gpu-sharing": ("trace_dir", "pod_list", "profiles"),
+    "--all": (
+        "trace",
+        "policy",
+        "nodes",
+        "replicas",
+        "requests",
+        "demand",
+        "seeds",
+        "trace_pods",
+        "trace_limit",
+        "deletions",
+        "jobs",
+    ),
+}
+"""The options each way of running `eyrie evaluate` reads, besides --out and --seed, which all read."""
+
+
+def _refuse_unread_options(ctx: typer.Context, mode: str) -> None:
+    """An option the chosen experiment does not read is an error, never silently dropped."""
+    for name in ctx.params:
+        readers = [key for key, names in _EVALUATE_OPTIONS.items() if name in names]
+        if not readers or mode in readers:
+            continue
+        # By name: Typer ships its own copy of Click, whose enum is not the one `click.core` would import.
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            raise InvalidInput(f"--{name.replace('_', '-')}: only with {' or '.join(readers)}")
 
 
 @app.command()
 @one_line_errors
 def evaluate(
+    ctx: typer.Context,
     experiment: Annotated[
-        str | None, typer.Option("--experiment", help="Which experiment: portrait, tbesk-paper")
+        str | None,
+        typer.Option("--experiment", help="Which experiment: portrait, tbesk-paper, gpu-sharing"),
     ] = None,
     all_profiles: Annotated[
         bool,
@@ -272,12 +351,40 @@ def evaluate(
     policy: Annotated[
         list[str] | None, typer.Option("--policy", help="Profiles to compare (repeat; default: all four)")
     ] = None,
-    nodes: Annotated[int, typer.Option("--nodes", min=1, max=10000, help="Equal nodes in the cluster")] = 12,
+    nodes: Annotated[
+        int, typer.Option("--nodes", min=1, max=10000, help="portrait, --all: equal nodes in the cluster")
+    ] = 6,
     replicas: Annotated[int, typer.Option("--replicas", min=1, max=1000, help="Copies of each workload")] = 4,
+    requests: Annotated[
+        str,
+        typer.Option(
+            "--requests",
+            help="portrait, --all: what each VM requests: usage (sized from its training usage as the "
+            "Vertical Pod Autoscaler would) or declared (its provisioned cores and memory)",
+        ),
+    ] = "usage",
+    demand: Annotated[
+        float,
+        typer.Option(
+            "--demand",
+            min=0.1,
+            max=100.0,
+            help="portrait, --all: the pods' total requests over the cluster's, per resource; sizes the "
+            "nodes",
+        ),
+    ] = 1.25,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            "--seeds", min=1, max=100, help="portrait, --all: arrival orders (--seed, --seed + 1, …)"
+        ),
+    ] = 3,
     seed: Annotated[
         int | None,
         typer.Option(
-            "--seed", help="portrait: arrival order (default 42); tbesk-paper: pods, optimisers (1)"
+            "--seed",
+            help="portrait, --all: the first arrival order (default 42); tbesk-paper: pods, optimisers "
+            "(1); gpu-sharing: shuffle and inflation (42)",
         ),
     ] = None,
     pods: Annotated[
@@ -316,30 +423,79 @@ def evaluate(
         int,
         typer.Option("--jobs", min=1, max=64, help="--all: processes for the profiles (same figures)"),
     ] = 1,
+    trace_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace-dir",
+            help="gpu-sharing: the openb trace folder (default ../shared/traces/alibaba_gpu_v2023 beside "
+            "the repository)",
+        ),
+    ] = None,
+    pod_list: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pod-list",
+            help="gpu-sharing: openb_pod_list_<NAME>.csv to run (repeat; default: default, "
+            "gpushare100, multigpu50)",
+        ),
+    ] = None,
+    profiles: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--profiles",
+            help="gpu-sharing: built-in profiles to compare (repeat or comma-separate; default: default, "
+            "balanced, tbesk-z and the GPU profiles)",
+        ),
+    ] = None,
 ) -> None:
     """Run an offline experiment; prints a table, writes it with plots to OUT, and ends with one JSON line."""
     from evaluation.experiments import (
         EXPERIMENTS,
         PORTRAIT_PROFILES,
         PortraitExperiment,
-        run_portrait_experiment,
     )
-    from evaluation.experiments.report import write_portrait_report
+    from evaluation.experiments.portrait import REQUEST_RULES, run_portrait_seeds
+    from evaluation.experiments.report import across_seeds, write_portrait_report
 
     _check_out_directory(out)
+    if all_profiles and experiment is not None:
+        raise InvalidInput("--all: give either --experiment or --all, not both")
+    if not all_profiles:
+        if experiment is None:
+            raise InvalidInput(
+                f"--experiment: required ({', '.join(EXPERIMENTS)}), or --all for the evaluation report"
+            )
+        if experiment not in EXPERIMENTS:
+            raise InvalidInput(f"--experiment: unknown {experiment!r} (known: {', '.join(EXPERIMENTS)})")
+    _refuse_unread_options(ctx, "--all" if all_profiles else f"--experiment {experiment}")
+    if requests not in REQUEST_RULES:
+        raise InvalidInput(f"--requests: unknown {requests!r} (known: {', '.join(REQUEST_RULES)})")
     if all_profiles:
-        if experiment is not None:
-            raise InvalidInput("--all: give either --experiment or --all, not both")
-        _evaluate_all(trace, out, policy, nodes, replicas, seed, trace_pods, trace_limit, deletions, jobs)
-        return
-    if deletions or jobs != 1:
-        raise InvalidInput(f"{'--deletions' if deletions else '--jobs'}: only with --all")
-    if experiment is None:
-        raise InvalidInput(
-            f"--experiment: required ({', '.join(EXPERIMENTS)}), or --all for the evaluation report"
+        _evaluate_all(
+            trace,
+            out,
+            policy,
+            nodes,
+            replicas,
+            seed,
+            trace_pods,
+            trace_limit,
+            deletions,
+            jobs,
+            _PortraitOptions(requests, demand, seeds),
         )
-    if experiment not in EXPERIMENTS:
-        raise InvalidInput(f"--experiment: unknown {experiment!r} (known: {', '.join(EXPERIMENTS)})")
+        return
+    if experiment == "gpu-sharing":
+        from evaluation.experiments.gpu_sharing import evaluate_gpu_sharing
+
+        with progress() as bar:
+            task = bar.add_task("gpu-sharing", total=None)
+            summary, text = evaluate_gpu_sharing(
+                trace_dir, pod_list, profiles, out, seed, lambda what: bar.update(task, description=what)
+            )
+        typer.echo(text)
+        json_line(summary)
+        return
     if experiment == "tbesk-paper":
         from evaluation.experiments.tbesk import TbeskExperiment, run_and_report
 
@@ -369,22 +525,32 @@ def evaluate(
         raise InvalidInput("--trace: required by the portrait experiment")
     seed = 42 if seed is None else seed
     setup = PortraitExperiment(
-        trace=trace, profiles=tuple(policy or PORTRAIT_PROFILES), nodes=nodes, replicas=replicas, seed=seed
+        trace=trace,
+        profiles=tuple(policy or PORTRAIT_PROFILES),
+        nodes=nodes,
+        replicas=replicas,
+        seed=seed,
+        requests=requests,
+        demand=demand,
     )
-    results = run_portrait_experiment(setup)
+    runs, described = run_portrait_seeds(setup, [seed + i for i in range(seeds)])
     context = {
         "command": f"eyrie evaluate --experiment portrait --trace {trace} --out {out}"
         + "".join(f" --policy {name}" for name in policy or ())
-        + f" --nodes {nodes} --replicas {replicas} --seed {seed}",
-        "nodes": f"{setup.nodes} × {setup.node_cpu_cores} cores / {setup.node_memory_bytes // 1024**3} GiB",
-        "replicas per workload": setup.replicas,
+        + f" --nodes {nodes} --replicas {replicas} --requests {requests} --demand {demand:g}"
+        + f" --seed {seed} --seeds {seeds}",
+        "VMs": f"{described['vms']} (left out: {described['vms_left_out']})",
+        "requests": requests,
+        "requested": f"{described['requested']} ({setup.replicas} replicas per VM)",
+        "nodes": f"{setup.nodes} × {described['node_size']} (demand {demand:g})",
         "training days": setup.train_days,
-        "seed": setup.seed,
+        "replayed hours": described["replay_hours"],
+        "seeds": ", ".join(str(seed + i) for i in range(seeds)),
     }
-    written = write_portrait_report(results, out, context)
+    written = write_portrait_report(runs[0], out, context, runs)
     typer.echo((out / "results.md").read_text().split("\n\n", 1)[-1].rstrip())
     typer.echo(f"wrote {', '.join(str(path) for path in written)}")
-    json_line({r.profile: r.metrics() for r in results})
+    json_line(across_seeds(runs))
 
 
 def _check_out_directory(out: Path) -> None:
@@ -398,6 +564,13 @@ def _check_out_directory(out: Path) -> None:
         raise InvalidInput(f"--out: {existing}: permission denied")
 
 
+@dataclass(frozen=True, slots=True)
+class _PortraitOptions:
+    requests: str
+    demand: float
+    seeds: int
+
+
 def _evaluate_all(
     trace: Path | None,
     out: Path,
@@ -409,6 +582,7 @@ def _evaluate_all(
     trace_limit: int | None,
     deletions: bool,
     jobs: int,
+    portrait: _PortraitOptions,
 ) -> None:
     """`eyrie evaluate --all`: the evaluation report (evaluation.experiments.suite)."""
     from evaluation.experiments.suite import DEFAULT_TRACES, SuiteExperiment, run_suite
@@ -424,6 +598,9 @@ def _evaluate_all(
         portrait_nodes=nodes,
         replicas=replicas,
         seed=42 if seed is None else seed,
+        portrait_requests=cast("RequestRule", portrait.requests),  # the caller checked it
+        portrait_demand=portrait.demand,
+        portrait_seeds=portrait.seeds,
         jobs=jobs,
     )
     # The command as it could be typed again, with only what differs from the defaults.
@@ -436,8 +613,11 @@ def _evaluate_all(
             *([f"--trace-pods {trace_pods}"] if trace_pods != "default" else []),
             *([f"--trace-limit {trace_limit}"] if trace_limit is not None else []),
             *(["--deletions"] if deletions else []),
-            *([f"--nodes {nodes}"] if nodes != 12 else []),
+            *([f"--nodes {nodes}"] if nodes != 6 else []),
             *([f"--replicas {replicas}"] if replicas != 4 else []),
+            *([f"--requests {portrait.requests}"] if portrait.requests != "usage" else []),
+            *([f"--demand {portrait.demand:g}"] if portrait.demand != 1.25 else []),
+            *([f"--seeds {portrait.seeds}"] if portrait.seeds != 3 else []),
             *([f"--seed {seed}"] if seed is not None else []),
             *([f"--jobs {jobs}"] if jobs != 1 else []),
         ]

@@ -11,7 +11,8 @@ tested, property-checked and timed in isolation.
 Node entry: ``{"allocatable": {resource: int}, "cordoned": bool}``. Pod entry: ``{"node": str | None,
 "requests": {resource: int}, "attempt": int, "state": "bound" | "released" | "deleted", "at": float}``, and
 ``"reported": float`` (the report's ts) on a pod the ledger booked from a `PodBound`. Amounts are base units
-(cpu in millicores), as in ``schemas.quantity``.
+(cpu in millicores), as in ``schemas.quantity``. A deleted pod's entry keeps only its node and attempt (its
+requests are empty): all it answers is whether a late binding is the one committed before the deletion.
 
 A node's allocation is not written anywhere: it is the sum of the pods bound to it, kept in memory and
 recounted from the pod entries when the ledger is built and by `Ledger.recount` (the applier calls it once
@@ -38,6 +39,7 @@ from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodBound
 
 __all__ = [
+    "CARD_RESOURCE",
     "NODES_TABLE",
     "PODS",
     "PODS_TABLE",
@@ -52,6 +54,8 @@ __all__ = [
     "PodState",
     "already_bound",
     "bound_node",
+    "card_allocatable",
+    "card_requests",
     "insufficient",
 ]
 
@@ -109,6 +113,24 @@ def bound_node(reasons: Iterable[str]) -> str | None:
         if reason.startswith(_ALREADY_BOUND_PREFIX):
             return reason[len(_ALREADY_BOUND_PREFIX) :]
     return None
+
+
+CARD_RESOURCE: Final = "gpu-card/{card}"
+"""The ledger's resource for one GPU card, in milli: a node with cards has each as its own resource, and a
+GPU pod requests its milli of each card it holds, so the ordinary room check refuses over-booking a card
+("Insufficient gpu-card/1") and releases free it, with no GPU-specific rule."""
+
+
+def card_allocatable(spec: NodeSpec) -> dict[str, int]:
+    """The node's cards as `CARD_RESOURCE` amounts."""
+    if spec.gpus is None:
+        return {}
+    return {CARD_RESOURCE.format(card=card): spec.gpus.milli_per_card for card in range(spec.gpus.count)}
+
+
+def card_requests(cards: Iterable[int], milli: int) -> dict[str, int]:
+    """A GPU pod's hold on its cards as `CARD_RESOURCE` amounts."""
+    return {CARD_RESOURCE.format(card=card): milli for card in cards} if milli > 0 else {}
 
 
 def _reason_key(resource: str) -> tuple[int, str]:
@@ -207,7 +229,9 @@ class Ledger:
         new allocatable is smaller: the pods are running there. Such a node takes no new commit of the
         exceeded resource (nor any commit, if the pod count is exceeded) until releases make room."""
         # The spec is the node's whole published state, and Kubernetes' cordon is spec.unschedulable.
-        entry = NodeEntry(allocatable=dict(spec.allocatable), cordoned=spec.unschedulable)
+        entry = NodeEntry(
+            allocatable=dict(spec.allocatable) | card_allocatable(spec), cordoned=spec.unschedulable
+        )
         self._nodes[spec.name] = orjson.dumps(entry)
 
     def remove_node(self, name: str, now: float) -> list[str]:
@@ -300,7 +324,7 @@ class Ledger:
         if raw_node is None:
             return self._result(binding, now, "conflict", [REASON_NODE_NOT_FOUND])
         node: NodeEntry = orjson.loads(raw_node)
-        requests = _booked(binding.requests)
+        requests = _booked(binding.requests) | card_requests(binding.gpu_cards, binding.gpu_milli)
         allocated = self._allocated.setdefault(binding.node, {PODS: 0})
         reasons = _shortfalls(node["allocatable"], allocated, requests)
         if reasons:
@@ -320,7 +344,8 @@ class Ledger:
         sends on two partitions when the pod moves (`streams.core.shard.Counted`). The node need not be
         known yet: its allocation counts the pod from the moment it is."""
         uid, node = bound.uid, bound.node
-        requests = _booked(bound.pod.effective_requests)
+        gpu_milli = bound.pod.gpu.milli if bound.pod.gpu is not None else 0
+        requests = _booked(bound.pod.effective_requests) | card_requests(bound.gpu_cards, gpu_milli)
         attempt = 0
         raw = self._pods.get(uid)
         if raw is not None:
@@ -355,12 +380,14 @@ class Ledger:
         if pod["state"] == "deleted":
             return None
         released_from = pod["node"] if pod["state"] == "bound" else None
-        pod["state"] = "deleted"
-        pod["at"] = now
-        self._pods[uid] = orjson.dumps(pod)
-        self._deleted.append((now, uid))
         if released_from is not None:
             self._release(released_from, pod["requests"])
+        # What a deleted entry must still answer is whether a binding is the one committed before the
+        # deletion (its node and attempt): its requests and report would only be carried, in the table and
+        # its changelog, for as long as the entry is kept, and every pod ever placed passes through here.
+        tombstone = PodEntry(node=pod["node"], requests={}, attempt=pod["attempt"], state="deleted", at=now)
+        self._pods[uid] = orjson.dumps(tombstone)
+        self._deleted.append((now, uid))
         return released_from
 
     def release(self, uid: str, now: float) -> str | None:

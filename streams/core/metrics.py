@@ -24,6 +24,17 @@ across different cuts they can differ in the last bits, because the stores add p
 
 Missing portrait cells (an hour in which a metric was never sampled) are None, not (0, 0): a workload cell
 without data must fall back to the pod's request (AssumePodOnNode's rule), which a measured zero would hide.
+
+Keys come and go (pods without a workload are keys of their own, nodes are deleted), and this core never
+hears of a deletion, only of samples. So a key is forgotten once it falls `state_ttl` behind, in event time:
+the core's clock is the newest ``ts`` it accepted, and a key whose own newest sample is `state_ttl` or more
+older is expired (window, portrait, bookkeeping; samples not yet summarised are dropped with it). As for
+summaries, that is defined sample by sample: before each sample, every key that has fallen behind is gone,
+so a key back after a longer silence starts afresh, whatever the batches. A key sampled within `state_ttl`
+is never touched: its summaries are those of a core that forgets nothing. `take_expired` tells the agent
+which keys to delete from its state tables. Each workload forgotten is also returned among the summaries,
+as a `WorkloadSummary` with ``expired``, right after the sample whose clock expired it (as feeding samples
+one at a time would place it, whatever the batches), so placement drops its portrait at that point too.
 """
 
 from __future__ import annotations
@@ -51,6 +62,7 @@ __all__ = [
     "NodeSummary",
     "Summary",
     "WorkloadSummary",
+    "state_clock",
     "summary_from_json",
 ]
 
@@ -78,6 +90,20 @@ _NODE_STATE: Final = struct.Struct(f"<4sBBddd{len(WINDOW_METRICS)}d{HOURS}d")
 _WORKLOAD_MAGIC: Final = b"EYW1"
 _WORKLOAD_STATE: Final = struct.Struct("<4sBdd")
 """magic, unsent portrait, clock, last summary."""
+_COMPACT_SLACK: Final = 64
+"""Expired rows are left in place (out of the key index) until they outnumber both the live rows and this:
+copying the live rows then costs about as much as the expiries it follows, so memory stays within twice
+the live keys plus this, at a constant cost per expiry."""
+
+
+def state_clock(data: bytes) -> float | None:
+    """The clock (newest sample ts) of a `MetricsCore.node_state` or `workload_state`, read from its header
+    without restoring it; None when `data` is neither."""
+    for magic, layout, field in ((_NODE_MAGIC, _NODE_STATE, 3), (_WORKLOAD_MAGIC, _WORKLOAD_STATE, 2)):
+        if data[:4] == magic and len(data) >= layout.size:
+            clock = float(layout.unpack_from(data)[field])
+            return None if math.isnan(clock) else clock
+    return None
 
 
 # ------------------------------------------------------------------------------------------- summaries
@@ -151,14 +177,29 @@ class NodeSummary:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadSummary:
-    """A workload's hourly portrait, learnt from its pods' samples."""
+    """A workload's hourly portrait, learnt from its pods' samples; or, with `expired`, word that the core
+    forgot the workload (`state_ttl` without a sample), so placement forgets its portrait too."""
 
     workload: str
     ts: float
-    """Event time of the newest sample included."""
-    portrait: dict[str, HourCells]
+    """Event time of the newest sample included; of an expiry, the core's clock when the key expired (the
+    time it travels at, after every summary of the samples before it)."""
+    portrait: dict[str, HourCells] | None
+    """None exactly when `expired` is given."""
+    expired: float | None = None
+    """The expired key's own newest sample time. Placement drops the portrait it holds only if that
+    portrait is no newer: another metrics partition still sampling the workload (pods on nodes of other
+    partitions) sent a newer one, well within the ttl, and that one stays."""
 
     def to_json(self) -> dict[str, Any]:
+        if self.expired is not None or self.portrait is None:
+            return {
+                "kind": "workload",
+                "workload": self.workload,
+                "ts": self.ts,
+                "portrait": None,
+                "expired": self.expired,
+            }
         return {
             "kind": "workload",
             "workload": self.workload,
@@ -168,16 +209,19 @@ class WorkloadSummary:
 
     @classmethod
     def from_json(cls, data: object) -> WorkloadSummary:
-        fields = _fields(data, "workload", ("workload", "ts", "portrait"))
-        return cls(
-            workload=_name(fields["workload"], "workload"),
-            ts=_number(fields["ts"], "ts"),
-            portrait=_cells_from_json(fields["portrait"], "portrait"),
-        )
+        expiry = isinstance(data, dict) and "expired" in data
+        names = ("workload", "ts", "portrait", "expired") if expiry else ("workload", "ts", "portrait")
+        fields = _fields(data, "workload", names)
+        workload, ts = _name(fields["workload"], "workload"), _number(fields["ts"], "ts")
+        if expiry:
+            if fields["portrait"] is not None:
+                raise InvalidInput("must be null in an expiry", field="portrait")
+            return cls(workload, ts, None, _number(fields["expired"], "expired"))
+        return cls(workload, ts, _cells_from_json(fields["portrait"], "portrait"))
 
     def to_portrait(self) -> Portrait | None:
-        """The portrait as `NodeUsage.set_workload_portrait` takes it (never None: kept for symmetry)."""
-        return _portrait(self.portrait)
+        """The portrait as `NodeUsage.set_workload_portrait` takes it (None: an expiry)."""
+        return None if self.portrait is None else _portrait(self.portrait)
 
 
 Summary = NodeSummary | WorkloadSummary
@@ -401,7 +445,10 @@ class MetricsCore:
         days: int = 7,
         utc_offset: float = 0.0,
         max_future: float | None = 3600.0,
+        state_ttl: float = math.inf,
     ) -> None:
+        if not state_ttl > 0:
+            raise ConfigError(f"state_ttl must be a number > 0 (inf: never), got {state_ttl}")
         for name, value in (
             ("summary_interval", summary_interval),
             ("move_threshold", move_threshold),
@@ -417,6 +464,11 @@ class MetricsCore:
         self.utc_offset = float(utc_offset)
         self.max_future = max_future
         """Samples more than this past the `now` given to `ingest` are rejected (no `now`: no check)."""
+        self.state_ttl = float(state_ttl)
+        """A key whose newest sample is this much or more behind `clock` is forgotten (inf: never)."""
+        self.clock = -math.inf
+        """Event time: the newest ``ts`` among the samples this core accepted (or `advance_clock` set)."""
+        self._expired: tuple[list[str], list[str]] = ([], [])
         try:
             # The stores re-screen what they are given; this core screens first, once, with its own counters.
             self.windows = SlidingWindows(WINDOW_METRICS, window=window, buckets=buckets, max_future=None)
@@ -442,10 +494,16 @@ class MetricsCore:
         self._seen = np.zeros((0, HOURS))
         self._unsent = np.zeros(0, dtype=np.bool_)
         self._unsent_portrait = np.zeros(0, dtype=np.bool_)
+        self._alive = np.zeros(0, dtype=np.bool_)
+        """Rows still in the key index (False: expired, awaiting compaction)."""
+        self._taken = np.zeros(0)
+        """The clock of each row when its state was last taken (`node_state`) or restored."""
         # Per workload row of `workload_portraits`.
         self._w_clock = np.zeros(0)
         self._w_last = np.zeros(0)
         self._w_unsent = np.zeros(0, dtype=np.bool_)
+        self._w_alive = np.zeros(0, dtype=np.bool_)
+        self._w_taken = np.zeros(0)
 
     # --------------------------------------------------------------------------------------------- keys
 
@@ -462,6 +520,9 @@ class MetricsCore:
             self._seen = _grown(self._seen, size, -math.inf)
             self._unsent = _grown(self._unsent, size, False)
             self._unsent_portrait = _grown(self._unsent_portrait, size, False)
+            self._alive = _grown(self._alive, size, False)
+            self._taken = _grown(self._taken, size, -math.inf)
+        self._alive[rows] = True
         return rows
 
     def _workload_rows(self, names: Sequence[str]) -> IntArray:
@@ -471,7 +532,150 @@ class MetricsCore:
             self._w_clock = _grown(self._w_clock, size, -math.inf)
             self._w_last = _grown(self._w_last, size, -math.inf)
             self._w_unsent = _grown(self._w_unsent, size, False)
+            self._w_alive = _grown(self._w_alive, size, False)
+            self._w_taken = _grown(self._w_taken, size, -math.inf)
+        self._w_alive[rows] = True
         return rows
+
+    def has_node(self, node: str) -> bool:
+        """Whether this core holds state of `node` (learnt from samples or restored, not expired)."""
+        return node in self.windows.keys
+
+    def has_workload(self, workload: str) -> bool:
+        return workload in self.workload_portraits.keys
+
+    def node_names(self) -> list[str]:
+        """The nodes this core holds state of, in the order it learnt them."""
+        return [self.windows.names[row] for row in np.flatnonzero(self._alive[: len(self.windows)]).tolist()]
+
+    def workload_names(self) -> list[str]:
+        size = len(self.workload_portraits)
+        return [self.workload_portraits.names[row] for row in np.flatnonzero(self._w_alive[:size]).tolist()]
+
+    def states_behind(self, lag: float) -> tuple[list[str], list[str]]:
+        """Nodes and workloads whose clock is `lag` or more past the clock of their last taken state: a
+        table entry written only with summaries would otherwise look older than its key is (a workload's
+        summary goes out once per `portrait_interval`), and be swept while the key is live."""
+        size = len(self.windows)
+        nodes = np.flatnonzero(self._alive[:size] & (self._clock[:size] - self._taken[:size] >= lag))
+        size = len(self.workload_portraits)
+        workloads = np.flatnonzero(
+            self._w_alive[:size] & (self._w_clock[:size] - self._w_taken[:size] >= lag)
+        )
+        return (
+            [self.windows.names[row] for row in nodes.tolist()],
+            [self.workload_portraits.names[row] for row in workloads.tolist()],
+        )
+
+    # ----------------------------------------------------------------------------------------- expiry
+
+    def advance_clock(self, ts: float) -> list[WorkloadSummary]:
+        """Move the clock to `ts` if that is later (a restarted agent sets it from its tables' newest state,
+        which the samples it had accepted left there), and expire what falls behind it (see `expire`)."""
+        if ts > self.clock:
+            self.clock = float(ts)
+        return self.expire()
+
+    def expire(self) -> list[WorkloadSummary]:
+        """Forget every key `state_ttl` or more behind the clock (`take_expired` then names them). Returns
+        an expiry (`WorkloadSummary.expired`) per workload forgotten, for placement, whose portraits must
+        be bounded by live workloads as this core's are; `ingest` returns them among its summaries."""
+        if self.state_ttl == math.inf:
+            return []
+        expiries: list[WorkloadSummary] = []
+        limit = self.clock - self.state_ttl
+        size = len(self.windows)
+        gone = np.flatnonzero(self._alive[:size] & (self._clock[:size] <= limit))
+        if len(gone):
+            names = [self.windows.names[row] for row in gone.tolist()]
+            for name in names:
+                del self.windows.keys[name]
+                del self.node_portraits.keys[name]
+            self._alive[gone] = False
+            self._unsent[gone] = self._unsent_portrait[gone] = False
+            self._expired[0].extend(names)
+            if size - int(self._alive[:size].sum()) > max(len(self.windows.keys), _COMPACT_SLACK):
+                self._compact_nodes()
+        size = len(self.workload_portraits)
+        gone = np.flatnonzero(self._w_alive[:size] & (self._w_clock[:size] <= limit))
+        if len(gone):
+            names = [self.workload_portraits.names[row] for row in gone.tolist()]
+            expiries = [
+                WorkloadSummary(name, self.clock, None, float(last))
+                for name, last in zip(names, self._w_clock[gone].tolist(), strict=True)
+            ]
+            for name in names:
+                del self.workload_portraits.keys[name]
+            self._w_alive[gone] = False
+            self._w_unsent[gone] = False
+            self._expired[1].extend(names)
+            if size - int(self._w_alive[:size].sum()) > max(
+                len(self.workload_portraits.keys), _COMPACT_SLACK
+            ):
+                self._compact_workloads()
+        return expiries
+
+    def take_expired(self) -> tuple[list[str], list[str]]:
+        """The nodes and workloads expired since the last call (a key may since have come back)."""
+        taken, self._expired = self._expired, ([], [])
+        return taken
+
+    def _compact_nodes(self) -> None:
+        keep = np.flatnonzero(self._alive[: len(self.windows)])
+        windows, portraits = self.windows, self.node_portraits
+        names = [windows.names[row] for row in keep.tolist()]
+        for store in (windows, portraits):
+            store.names = list(names)
+            store.keys = {name: row for row, name in enumerate(names)}
+        windows.slots, windows.totals = windows.slots[keep], windows.totals[keep]
+        windows.head, windows.newest = windows.head[keep], windows.newest[keep]
+        _keep_portrait_rows(portraits, keep)
+        self._clock, self._last, self._last_portrait = (
+            self._clock[keep],
+            self._last[keep],
+            self._last_portrait[keep],
+        )
+        self._last_means, self._seen = self._last_means[keep], self._seen[keep]
+        self._unsent, self._unsent_portrait = self._unsent[keep], self._unsent_portrait[keep]
+        self._alive, self._taken = self._alive[keep], self._taken[keep]
+
+    def _compact_workloads(self) -> None:
+        store = self.workload_portraits
+        keep = np.flatnonzero(self._w_alive[: len(store)])
+        store.names = [store.names[row] for row in keep.tolist()]
+        store.keys = {name: row for row, name in enumerate(store.names)}
+        _keep_portrait_rows(store, keep)
+        self._w_clock, self._w_last = self._w_clock[keep], self._w_last[keep]
+        self._w_unsent, self._w_alive = self._w_unsent[keep], self._w_alive[keep]
+        self._w_taken = self._w_taken[keep]
+
+    def _first_stale(self, is_node: BoolArray, names: list[str], ts: FloatArray) -> int | None:
+        """The first position whose key has state yet is `state_ttl` or more behind the clock as of just
+        before it (the clock then: the core's, raised by the samples before it): there the key must be
+        forgotten before its sample goes in. None when no sample of the batch finds its key so."""
+        count = len(ts)
+        index: dict[tuple[bool, str], int] = {}
+        ids = np.fromiter(
+            (index.setdefault(key, len(index)) for key in zip(is_node.tolist(), names, strict=True)),
+            dtype=np.int64,
+            count=count,
+        )
+        stored = np.full(len(index), -math.inf)
+        node_keys, workload_keys = self.windows.keys, self.workload_portraits.keys
+        for (node, name), key in index.items():
+            row = (node_keys if node else workload_keys).get(name)
+            if row is not None:
+                stored[key] = (self._clock if node else self._w_clock)[row]
+        groups = _Groups.of(ids)
+        through = groups.running_max(ts[groups.order], stored[groups.keys])
+        before_sorted = np.empty(count)
+        before_sorted[1:] = through[:-1]
+        before_sorted[groups.starts] = stored[groups.keys]
+        key_before = np.empty(count)
+        key_before[groups.order] = before_sorted
+        clock_before = np.maximum.accumulate(np.r_[self.clock, ts])[:-1]
+        stale = (key_before > -math.inf) & (key_before <= clock_before - self.state_ttl)
+        return int(np.argmax(stale)) if stale.any() else None
 
     # ------------------------------------------------------------------------------------------- ingest
 
@@ -496,22 +700,65 @@ class MetricsCore:
         kept_list = kept.tolist()
         pods = [samples[i].pod for i in kept_list]
         is_node = np.fromiter((pod is None for pod in pods), dtype=np.bool_, count=len(pods))
-        found: list[tuple[int, Summary]] = []
-        if is_node.any():
-            picked = np.flatnonzero(is_node)
-            names = [samples[kept_list[i]].node for i in picked.tolist()]
-            found += self._ingest_nodes(self._node_rows(names), ts[picked], values[picked], kept[picked])
-        if not is_node.all():
-            picked = np.flatnonzero(~is_node)
-            keys = []
-            for i in picked.tolist():
-                sample = samples[kept_list[i]]
-                keys.append(sample.workload or pods[i] or "")
-            found += self._ingest_workloads(
-                self._workload_rows(keys), ts[picked], values[picked], kept[picked]
-            )
+        names = [
+            samples[i].node if pod is None else (samples[i].workload or pod)
+            for i, pod in zip(kept_list, pods, strict=True)
+        ]
+        found: list[tuple[float, Summary]] = []
+        start = 0
+        while start < len(kept):
+            # A key back after `state_ttl` of silence must start afresh: the batch is cut before its sample
+            # and what fell behind by then expired (rare: a batch is milliseconds of a live stream).
+            cut = None
+            if self.state_ttl < math.inf:
+                stale = self._first_stale(is_node[start:], names[start:], ts[start:])
+                cut = None if stale is None else start + stale
+            end = len(kept) if cut is None else cut
+            before = self.clock
+            if end > start:
+                part = slice(start, end)
+                found += self._ingest_part(is_node[part], names[part], ts[part], values[part], kept[part])
+                self.clock = max(self.clock, float(ts[part].max()))
+            found += self._place_expiries(self.expire(), before, ts[start:end], kept[start:end])
+            start = end
         found.sort(key=lambda item: item[0])
         return [summary for _, summary in found]
+
+    def _place_expiries(
+        self, expiries: list[WorkloadSummary], before: float, ts: FloatArray, origin: IntArray
+    ) -> list[tuple[float, WorkloadSummary]]:
+        """Each expiry where feeding the part one sample at a time would have made it: right after the
+        first sample that moved the clock `state_ttl` past the key (after that sample's summaries), at the
+        clock then. So which expiries go out, where and when does not depend on how the stream was cut."""
+        if not expiries:
+            return []
+        if len(ts) == 0:
+            return [(-0.5 if len(origin) == 0 else float(origin[0]) - 0.5, e) for e in expiries]
+        through = np.maximum.accumulate(np.r_[before, ts])[1:]
+        limits = through - self.state_ttl  # as `expire` compares: key clock <= clock - ttl
+        placed: list[tuple[float, WorkloadSummary]] = []
+        for expiry in expiries:
+            last = expiry.expired if expiry.expired is not None else -math.inf
+            at = min(int(np.searchsorted(limits, last, side="left")), len(ts) - 1)
+            moved = WorkloadSummary(expiry.workload, float(through[at]), None, last)
+            placed.append((float(origin[at]) + 0.5, moved))
+        return placed
+
+    def _ingest_part(
+        self, is_node: BoolArray, names: list[str], ts: FloatArray, values: FloatArray, origin: IntArray
+    ) -> list[tuple[int, Summary]]:
+        found: list[tuple[int, Summary]] = []
+        for nodes in (True, False):
+            picked = np.flatnonzero(is_node == nodes)
+            if len(picked) == 0:
+                continue
+            keys = [names[i] for i in picked.tolist()]
+            if nodes:
+                found += self._ingest_nodes(self._node_rows(keys), ts[picked], values[picked], origin[picked])
+            else:
+                rows = self._workload_rows(keys)
+                found += self._ingest_workloads(rows, ts[picked], values[picked], origin[picked])
+        return found
 
     def _arrays(self, samples: Sequence[MetricSample]) -> tuple[FloatArray, FloatArray]:
         """Timestamps (n,) and values (n, portrait metrics), NaN where absent. A value that is not a number
@@ -817,10 +1064,12 @@ class MetricsCore:
 
     def node_state(self, node: str) -> bytes | None:
         """The node's portrait accumulators and summary bookkeeping (about 3.7 KB), for a state table. The
-        window is not included: it is an hour deep and refills by itself, and would double the size."""
+        window is not included: it is an hour deep and refills by itself, and would double the size.
+        Remembers the clock it was taken at (`states_behind`)."""
         row = self.windows.keys.get(node)
         if row is None:
             return None
+        self._taken[row] = self._clock[row]
         header = _NODE_STATE.pack(
             _NODE_MAGIC,
             bool(self._unsent[row]),
@@ -845,15 +1094,18 @@ class MetricsCore:
         row = int(self._node_rows([node])[0])
         self._load_portrait(self.node_portraits, row, node, data[_NODE_STATE.size :])
         self._clock[row], self._last[row], self._last_portrait[row] = clock, last, last_portrait
+        self._taken[row] = clock
         self._last_means[row] = means
         self._seen[row] = seen
         self._unsent[row], self._unsent_portrait[row] = bool(unsent), bool(unsent_portrait)
 
     def workload_state(self, workload: str) -> bytes | None:
-        """The workload's portrait accumulators and summary bookkeeping, for a state table."""
+        """The workload's portrait accumulators and summary bookkeeping, for a state table (remembering the
+        clock it was taken at)."""
         row = self.workload_portraits.keys.get(workload)
         if row is None:
             return None
+        self._w_taken[row] = self._w_clock[row]
         header = _WORKLOAD_STATE.pack(
             _WORKLOAD_MAGIC, bool(self._w_unsent[row]), float(self._w_clock[row]), float(self._w_last[row])
         )
@@ -868,6 +1120,7 @@ class MetricsCore:
         row = int(self._workload_rows([workload])[0])
         self._load_portrait(self.workload_portraits, row, workload, data[_WORKLOAD_STATE.size :])
         self._w_clock[row], self._w_last[row], self._w_unsent[row] = clock, last, bool(unsent)
+        self._w_taken[row] = clock
 
     @staticmethod
     def _load_portrait(store: HourlyPortraits, row: int, key: str, data: bytes) -> None:
@@ -880,6 +1133,13 @@ class MetricsCore:
         except ValueError as exc:
             store.weight[row], store.mean[row], store.m2[row], store.epoch[row] = saved
             raise InvalidInput(f"state of {key!r}: {exc}") from None
+
+
+def _keep_portrait_rows(store: HourlyPortraits, keep: IntArray) -> None:
+    """Only the accumulators of rows `keep` (in that order) left in `store`; its keys are renumbered by the
+    caller."""
+    store.weight, store.mean, store.m2 = store.weight[keep], store.mean[keep], store.m2[keep]
+    store.epoch = store.epoch[keep]
 
 
 def _floats(items: list[object]) -> FloatArray:

@@ -40,15 +40,18 @@ from schemas.exceptions import EyrieError
 from schemas.node import NodeEvent
 from schemas.pod import PodBound, PodDeleted, PodRequest
 from streams.core.ledger import bound_node
-from streams.core.metrics import NodeSummary
+from streams.core.metrics import NodeSummary, WorkloadSummary
 from streams.core.sequencer import TIMEOUT_KEY, Envelope, Kind, ReorderBuffer
 
-__all__ = ["BOUND_HELD_LIMIT", "Counted", "Output", "Refused", "Release", "Shard"]
+__all__ = ["BOUND_HELD_LIMIT", "REMOVED_NODES_KEPT", "Counted", "Output", "Refused", "Release", "Shard"]
 
 BOUND_HELD_LIMIT = 10_000
 """The most reports of pods bound to nodes a shard does not know yet that it holds for their nodes: a node
 announced late (node events and pods travel different topics) is the reason to hold them, and a stream of
 reports naming nodes that never come must not take the worker's memory."""
+
+REMOVED_NODES_KEPT = 10_000
+"""The most deleted nodes a shard remembers as deleted (see `Shard._removed_nodes`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +125,12 @@ class Shard:
         self._unplaced_bound: dict[str, PodBound] = {}
         """Reports of pods bound to nodes the shard does not know yet (uid → report, oldest first)."""
         self._verdicts: dict[str, tuple[str, ...]] = {}
-        self._removed_nodes: set[str] = set()
-        """Nodes deleted (and not added again): the applier may hold a pod on one until it sees the
-        deletion, which it reads on its own consumer."""
+        self._removed_nodes: dict[str, None] = {}
+        """Nodes deleted (and not added again), oldest first: the applier may hold a pod on one until it
+        sees the deletion, which it reads on its own consumer. Only the latest `REMOVED_NODES_KEPT` are
+        remembered: the applier catches up in seconds, and node churn must not grow this forever."""
+        self._portrait_ts: dict[str, float] = {}
+        """Per workload whose portrait the usage holds, the summary time of that portrait (for expiries)."""
         self.counters: Counter[str] = Counter()
         self._applied_offsets: dict[str, int] = {}
         """Per source partition, the offset of the last input record applied (see `feed`)."""
@@ -203,6 +209,10 @@ class Shard:
                 ):
                     self.pods[value.uid] = value
                     outcomes = scheduler.add_pod(value, now)
+                elif value.uid in scheduler.gated():
+                    # A new version of a gated pod (a gate lifted): it replaces the one held.
+                    self.pods[value.uid] = value
+                    outcomes = scheduler.add_pod(value, now)
                 else:
                     self.counters["duplicate_pod"] += 1
             case Kind.DELETE:
@@ -225,9 +235,7 @@ class Shard:
             case Kind.SUMMARY:
                 self._summary(value)
             case Kind.WORKLOAD:
-                portrait = value.to_portrait()
-                if portrait is not None:
-                    scheduler.snapshot.usage.set_workload_portrait(value.workload, portrait)
+                self._workload_summary(value)
             case Kind.RESULT:
                 if placer.replica(value.uid) is not None:
                     settled = self._replica_result(value, now)
@@ -260,7 +268,7 @@ class Shard:
     def _node_event(self, event: NodeEvent, now: float) -> list[Outcome]:
         placer, name = self.placer, event.node.name
         if event.type == "upsert":
-            self._removed_nodes.discard(name)
+            self._removed_nodes.pop(name, None)
             placer.upsert_node(event.node)
             return []
         if event.type == "delete":
@@ -270,7 +278,10 @@ class Shard:
                 # not placement's; counted again if it is reported bound again.
                 del self.foreign[uid]
                 self.counters["bound_lost_node"] += 1
-            self._removed_nodes.add(name)
+            self._removed_nodes.pop(name, None)
+            self._removed_nodes[name] = None
+            if len(self._removed_nodes) > REMOVED_NODES_KEPT:
+                del self._removed_nodes[next(iter(self._removed_nodes))]
             settled = placer.remove_node(name, now)
             # Like a controller recreating a pod whose node went away, but under the pod's own uid: the
             # applier marks it released when it sees the deletion, and binds it again at a later attempt.
@@ -414,6 +425,23 @@ class Shard:
         self._verdicts.pop(uid, None)
         return placer.delete_replica(uid, now)
 
+    def _workload_summary(self, summary: WorkloadSummary) -> None:
+        """A workload's portrait kept, or dropped on its expiry unless a newer one came since (from another
+        metrics partition still sampling it): what is kept is bounded by workloads sampled within the
+        metrics ttl, not by every workload ever seen."""
+        usage = self.scheduler.snapshot.usage
+        portrait = summary.to_portrait()
+        if portrait is not None:
+            usage.set_workload_portrait(summary.workload, portrait)
+            self._portrait_ts[summary.workload] = summary.ts
+        elif summary.expired is not None:
+            if self._portrait_ts.get(summary.workload, -math.inf) <= summary.expired:
+                self._portrait_ts.pop(summary.workload, None)
+                dropped = usage.drop_workload_portrait(summary.workload)
+                self.counters["workload_portraits_dropped" if dropped else "workload_expired_unknown"] += 1
+            else:
+                self.counters["workload_expired_stale"] += 1
+
     def _summary(self, summary: NodeSummary) -> None:
         snapshot = self.scheduler.snapshot
         row = snapshot.index.get(summary.node)
@@ -519,6 +547,8 @@ class Shard:
                         batch_id=outcome.batch_id,
                         decided_at=max(now, 0.0),
                         attempt=outcome.attempt,
+                        gpu_cards=list(outcome.gpu_cards),
+                        gpu_milli=pod.gpu.milli if pod is not None and pod.gpu is not None else 0,
                     )
                 )
             elif isinstance(outcome, Unschedulable):

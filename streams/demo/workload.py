@@ -38,6 +38,7 @@ from evaluation.traces.alibaba_gpu2023 import (
 from evaluation.traces.common import Report, TraceEvent, write_log
 from schemas.events import MetricSample
 from schemas.exceptions import InvalidInput
+from schemas.gpu import MILLI_PER_CARD, GpuCards, GpuRequest
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodDeleted, PodRequest
 from schemas.quantity import Resources
@@ -281,17 +282,23 @@ def _node_spec(name: str, kind: NodeType) -> NodeSpec:
     if kind.gpus:
         capacity[GPU_RESOURCE] = kind.gpus
     labels = {GPU_MODEL_LABEL: kind.model} if kind.model else {}
-    return NodeSpec(name=name, capacity=capacity, labels=labels)
+    gpus = GpuCards(count=kind.gpus, model=kind.model) if kind.gpus else None
+    return NodeSpec(name=name, capacity=capacity, labels=labels, gpus=gpus)
 
 
 def _pod_request(uid: str, shape: PodShape, created: float) -> PodRequest:
     requests = Resources(cpu=shape.cpu_milli, memory=shape.memory_mib * _MIB)
     labels: dict[str, str] = {}
+    gpu: GpuRequest | None = None
     if shape.gpus:
-        requests[GPU_RESOURCE] = shape.gpus
-        if shape.gpus == 1 and 0 < shape.gpu_milli < 1000:
-            # A shared card: the converter requests one whole GPU and says how much of it in a label.
+        if shape.gpus == 1 and 0 < shape.gpu_milli < MILLI_PER_CARD:
+            # A share of one card, as the converter maps it: no whole nvidia.com/gpu, the share in `gpu`
+            # and, for analysis, in a label.
             labels["gpu-milli"] = str(shape.gpu_milli)
+            gpu = GpuRequest(milli=shape.gpu_milli, count=1)
+        else:
+            requests[GPU_RESOURCE] = shape.gpus
+            gpu = GpuRequest(milli=MILLI_PER_CARD, count=shape.gpus)
     labels["qos"] = shape.qos
     container: dict[str, Resources] = {"requests": requests}
     if shape.qos == "Guaranteed":
@@ -303,6 +310,7 @@ def _pod_request(uid: str, shape: PodShape, created: float) -> PodRequest:
         labels=labels,
         priority=QOS_PRIORITY[shape.qos],
         created_at=created,
+        gpu=gpu,
     )
 
 

@@ -25,7 +25,7 @@ self-pipe write to wake the other loop, futures chained across threads), and two
 GIL: py-spy put about a sixth of the worker's busy samples at 500 pods/s on that crossing. The price is
 that a long synchronous stretch on the loop now also delays the consumer's fetches and heartbeats, so the
 agents' long loops (a shard's rebuild, a large batch) give the loop a turn every `BREATHE_S`
-(`streams.faust_overrides.batching.Breather`), far below the session timeout (`session_timeout_s`, 10 s).
+(`streams.faust_overrides.batching.Breather`), far below the session timeout (`session_timeout_s`, 6 s).
 
 A partition Faust pauses is paused in aiokafka too (`_Consumer.pause_partitions`), so the changelogs of a
 worker's own tables stay out of its fetches.

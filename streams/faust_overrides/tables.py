@@ -18,7 +18,21 @@ from typing import Any, cast
 import faust
 from faust.stores.rocksdb import Store as RocksDBStore
 
-__all__ = ["KeyPartition", "KeyPartitionedTable", "new_bytes_table", "send_table_changes"]
+__all__ = ["CHANGELOG_CONFIG", "KeyPartition", "KeyPartitionedTable", "new_bytes_table", "send_table_changes"]
+
+CHANGELOG_CONFIG: dict[str, str] = {
+    "segment.bytes": str(16 * 1024 * 1024),
+    "segment.ms": str(10 * 60 * 1000),
+    "min.cleanable.dirty.ratio": "0.2",
+    "delete.retention.ms": str(10 * 60 * 1000),
+}
+"""Topic settings of every table's changelog, so recovery reads the tables' state, not their history.
+Compaction only cleans closed segments, and Kafka closes one at 1 GiB or after 7 days: a ledger booking
+and freeing pods at hundreds a second kept every record it ever wrote (each pod's booking, its deletion and
+the tombstone that dropped it) in the open segment, and a new applier read them all. Small segments that
+close within minutes let the cleaner keep each key's last value, and tombstones are dropped once every
+reader has had ten minutes to pass them. Applied when Faust creates the changelog; an existing topic keeps
+its settings (``kafka-configs --alter`` changes them)."""
 
 KeyPartition = Callable[[bytes, int], int]
 """A key and a partition count → the key's partition."""
@@ -131,6 +145,7 @@ def new_bytes_table(app: faust.App, name: str, partitions: int, key_partition: K
         partitions=partitions,
         beacon=app.tables.beacon,
         key_partition=key_partition,
+        extra_topic_configs=CHANGELOG_CONFIG,
     )
     return app.tables.add(table)
 

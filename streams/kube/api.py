@@ -46,8 +46,13 @@ from schemas.exceptions import ControlPlaneError, KubeApiError
 
 __all__ = [
     "EVENTS",
+    "NAMESPACES",
     "NODES",
     "PODS",
+    "REPLICATION_CONTROLLERS",
+    "REPLICA_SETS",
+    "SERVICES",
+    "STATEFUL_SETS",
     "Backoff",
     "BindOutcome",
     "BindStatus",
@@ -214,6 +219,11 @@ class Resource:
 
 NODES = Resource("Node", "/api/v1/nodes")
 PODS = Resource("Pod", "/api/v1/pods")
+NAMESPACES = Resource("Namespace", "/api/v1/namespaces")
+SERVICES = Resource("Service", "/api/v1/services")
+REPLICATION_CONTROLLERS = Resource("ReplicationController", "/api/v1/replicationcontrollers")
+REPLICA_SETS = Resource("ReplicaSet", "/apis/apps/v1/replicasets")
+STATEFUL_SETS = Resource("StatefulSet", "/apis/apps/v1/statefulsets")
 EVENTS = Resource("Event", "/apis/events.k8s.io/v1/events")
 """Not watched by eyrie; its API server reads straight from etcd (no watch cache), which makes it the
 collection on which a 410 Gone can be provoked by compacting etcd."""
@@ -614,13 +624,19 @@ class KubeApi:
 
     # ------------------------------------------------------------------------------------- writes
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str] | None = None
+    ) -> BindOutcome:
         """Bind the pod to `node`. The uid is a precondition: a pod recreated under the same name is not
-        bound by a decision made for its predecessor."""
+        bound by a decision made for its predecessor. `annotations` are set on the pod by the same request
+        (the API server copies a Binding's annotations onto the pod as it sets the node)."""
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
         binding = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "metadata": metadata,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         path = f"/api/v1/namespaces/{_segment(namespace)}/pods/{_segment(name)}/binding"

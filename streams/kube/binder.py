@@ -47,6 +47,7 @@ import orjson
 
 from schemas.events import Binding, BindingResult
 from schemas.exceptions import ControlPlaneError, KubeApiError
+from schemas.gpu import GPU_INDEX, format_gpu_index
 from streams.core.ledger import Ledger
 from streams.kube.api import Backoff, KubeApi, KubeConfig, missing_permissions
 
@@ -202,7 +203,9 @@ class Binder:
             return answer
 
     async def _bind_once(self, binding: Binding, namespace: str, name: str) -> Answer:
-        outcome = await self.api.bind(namespace, name, binding.uid, binding.node)
+        # The GPU cards go with the binding itself, so no pod is ever on its node without them.
+        cards = {GPU_INDEX: format_gpu_index(binding.gpu_cards)} if binding.gpu_cards else None
+        outcome = await self.api.bind(namespace, name, binding.uid, binding.node, cards)
         if outcome.status == "bound":
             self.counters["bound"] += 1
             self._scheduled(binding, namespace, name)

@@ -21,9 +21,19 @@ which sends ``eyrie``'s pods to eyrie's ``default`` profile. Every pod is also p
 `cluster` (label and node selector ``eyrie.io/cluster``): pods carry no cluster field, and this one can run
 in no other. Both are applied before a record is remembered, so what is remembered is what was published.
 
-Nodes are listed before pods, so that occupants and requests never name a node the pipeline has not seen
-yet. A record is remembered only after ``publish`` returns: if it raises, the loop stops with that error
-and the record is published again by the next bridge.
+Nodes and Namespaces are listed before pods, so that occupants and requests never name a node the pipeline
+has not seen yet, and every pod carries its namespace's labels (``namespace_labels``, which inter-pod
+affinity's ``namespaceSelector`` matches). A namespace whose labels change later changes the pods published
+after that, not those published before. A record is remembered only after ``publish`` returns: if it
+raises, the loop stops with that error and the record is published again by the next bridge.
+
+Services, ReplicationControllers, ReplicaSets and StatefulSets are listed before pods too and kept in
+memory by namespace (`streams.kube.workloads.Workloads`): every pod record (request or occupant) carries
+the selector kube-scheduler's DefaultSelector derives from them (``default_spread_selector``: the Services
+that select the pod, the controller that owns it), which PodTopologySpread's default constraints count
+with. As for namespace labels, a Service or controller that appears or changes later changes the pods
+published after that, not those published before: a pod whose request went out before its ReplicaSet
+reached the bridge is placed without default constraints (upstream reads the selector when it schedules).
 """
 
 from __future__ import annotations
@@ -40,14 +50,28 @@ import orjson
 
 from policies.clusters.placement import CLUSTER_LABEL
 from schemas.node import NodeEvent
-from schemas.pod import PodDeleted, PodRequest
-from streams.kube.api import NODES, PODS, KubeApi, Listed, WatchEvent
+from schemas.pod import LabelSelector, PodDeleted, PodRequest
+from streams.kube.api import (
+    NAMESPACES,
+    NODES,
+    PODS,
+    REPLICA_SETS,
+    REPLICATION_CONTROLLERS,
+    SERVICES,
+    STATEFUL_SETS,
+    KubeApi,
+    Listed,
+    Resource,
+    WatchEvent,
+)
 from streams.kube.translate import KubeRecord, Occupant, Rejected, node_record, pod_record
+from streams.kube.workloads import Workloads
 
 __all__ = [
     "DEFAULT_PROFILES",
     "DEFAULT_SCHEDULERS",
     "PERMISSIONS",
+    "WORKLOAD_RESOURCES",
     "Bridge",
     "Publish",
     "profile_of",
@@ -65,8 +89,23 @@ PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
     ("watch", "", "nodes", ""),
     ("list", "", "pods", ""),
     ("watch", "", "pods", ""),
+    ("list", "", "namespaces", ""),  # their labels, which inter-pod affinity's namespaceSelector matches
+    ("watch", "", "namespaces", ""),
+    # Their selectors, from which PodTopologySpread's default constraints take a pod's (DefaultSelector).
+    ("list", "", "services", ""),
+    ("watch", "", "services", ""),
+    ("list", "", "replicationcontrollers", ""),
+    ("watch", "", "replicationcontrollers", ""),
+    ("list", "apps", "replicasets", ""),
+    ("watch", "apps", "replicasets", ""),
+    ("list", "apps", "statefulsets", ""),
+    ("watch", "apps", "statefulsets", ""),
     ("create", "events.k8s.io", "events", ""),  # FailedScheduling on a pod eyrie cannot place
 )
+
+WORKLOAD_RESOURCES: tuple[Resource, ...] = (SERVICES, REPLICATION_CONTROLLERS, REPLICA_SETS, STATEFUL_SETS)
+"""What DefaultSelector reads, watched in every namespace whatever the bridge's label selector (a pod's
+Service or ReplicaSet need not carry the pod's labels)."""
 
 Publish = Callable[[KubeRecord], Awaitable[None]]
 
@@ -96,6 +135,12 @@ class _Seen:
     """Whether the pipeline holds something for it that a deletion must release."""
     requested: bool = False
     """A `PodRequest` was published: placement ignores another for the uid, so none is sent again."""
+
+
+def _requested(record: KubeRecord) -> bool:
+    """Whether placement now holds a request for the pod that it ignores repeats of: a gated pod's is
+    replaced by the version that lifts its gates, so that version must still be sent."""
+    return isinstance(record, PodRequest) and not record.scheduling_gates
 
 
 def profile_of(scheduler: str, profiles: Mapping[str, str] = DEFAULT_PROFILES) -> str:
@@ -133,7 +178,11 @@ class Bridge:
         self.counters: Counter[str] = Counter()
         self.nodes: dict[str, _Seen] = {name: _Seen("", None, holds=True) for name in known_nodes}
         self.pods: dict[str, _Seen] = {uid: _Seen("", None, holds=True) for uid in held_pods}
+        self.namespace_labels: dict[str, dict[str, str]] = {}
         self.nodes_synced = asyncio.Event()
+        self.namespaces_synced = asyncio.Event()
+        self.workloads = Workloads()
+        self.workloads_synced = {resource.kind: asyncio.Event() for resource in WORKLOAD_RESOURCES}
         self.pods_synced = asyncio.Event()
 
     def remember(self, record: KubeRecord, *, requested: bool = False) -> None:
@@ -151,7 +200,7 @@ class Bridge:
             return
         holds = isinstance(record, PodRequest | Occupant)
         self.pods[record.uid] = _Seen(
-            "", record_digest(record), holds=holds, requested=requested or isinstance(record, PodRequest)
+            "", record_digest(record), holds=holds, requested=requested or _requested(record)
         )
 
     async def run(self) -> None:
@@ -159,6 +208,9 @@ class Bridge:
         node list is published."""
         async with asyncio.TaskGroup() as group:
             group.create_task(self.run_nodes(), name="eyrie-kube-nodes")
+            group.create_task(self.run_namespaces(), name="eyrie-kube-namespaces")
+            for resource in WORKLOAD_RESOURCES:
+                group.create_task(self.run_workloads(resource), name=f"eyrie-kube-{resource.kind}")
             group.create_task(self.run_pods(), name="eyrie-kube-pods")
 
     async def run_nodes(self) -> None:
@@ -170,9 +222,42 @@ class Bridge:
             else:
                 await self.node_event(item)
 
+    async def run_namespaces(self) -> None:
+        async for item in self.api.list_and_watch(NAMESPACES, watch_timeout_s=self.watch_timeout_s):
+            if isinstance(item, Listed):
+                self.namespace_labels = {}
+                for obj in item.items:
+                    self.namespace_event_object(obj, deleted=False)
+                self.namespaces_synced.set()
+            else:
+                self.namespace_event_object(item.object, deleted=item.type == "DELETED")
+
+    def namespace_event_object(self, obj: dict[str, Any], *, deleted: bool) -> None:
+        metadata = obj.get("metadata") or {}
+        name = str(metadata.get("name") or "")
+        if deleted:
+            self.namespace_labels.pop(name, None)
+        else:
+            labels = metadata.get("labels") or {}
+            self.namespace_labels[name] = {str(k): str(v) for k, v in labels.items()}
+
+    async def run_workloads(self, resource: Resource) -> None:
+        """Keep `workloads` up to date with one of `WORKLOAD_RESOURCES`."""
+        synced = self.workloads_synced[resource.kind]
+        async for item in self.api.list_and_watch(resource, watch_timeout_s=self.watch_timeout_s):
+            if isinstance(item, Listed):
+                self.workloads.replace(resource.kind, item.items)
+                synced.set()
+            else:
+                self.workloads.apply(item.object, kind=resource.kind, deleted=item.type == "DELETED")
+
     async def run_pods(self) -> None:
-        """The pods' loop; it starts listing once `nodes_synced` is set (by `run_nodes`)."""
+        """The pods' loop; it starts listing once `nodes_synced`, `namespaces_synced` and every one of
+        `workloads_synced` are set."""
         await self.nodes_synced.wait()
+        await self.namespaces_synced.wait()
+        for synced in self.workloads_synced.values():
+            await synced.wait()
         async for item in self.api.list_and_watch(
             PODS, label_selector=self.label_selector, watch_timeout_s=self.watch_timeout_s
         ):
@@ -255,7 +340,10 @@ class Bridge:
                 await self._emit(PodDeleted(uid=uid, ts=max(self.clock(), 0.0)))
             self.pods.pop(uid, None)
             return
-        record = self._adapted(pod_record(obj, schedulers=self.schedulers, now=self.clock()))
+        record = self._adapted(
+            pod_record(obj, schedulers=self.schedulers, now=self.clock()),
+            self.workloads.selector_for(obj.get("metadata") or {}),
+        )
         if record is None:
             self.pods[uid] = entry or _Seen(version, None, holds=False)
             self.pods[uid].version = version
@@ -278,18 +366,27 @@ class Bridge:
             version,
             digest if not repeat else (entry.digest if entry is not None else digest),
             holds=holds,
-            requested=requested or isinstance(record, PodRequest),
+            requested=requested or _requested(record),
         )
 
-    def _adapted(self, record: KubeRecord | None) -> KubeRecord | None:
+    def _adapted(
+        self, record: KubeRecord | None, default_selector: LabelSelector | None = None
+    ) -> KubeRecord | None:
         """`record` with its pod's scheduler name replaced by the profile that places it, and the pod pinned
         to this bridge's cluster: labelled ``eyrie.io/cluster`` (which routes it to the cluster's shard) and
         selecting it (so that a shard holding several clusters places it on this one's nodes only, which
-        placement labels so). A pod of this API server can run nowhere else, whatever its labels said."""
+        placement labels so). A pod of this API server can run nowhere else, whatever its labels said.
+        `default_selector` is the pod's DefaultSelector, computed from its labels as the API server holds
+        them (before the cluster label)."""
         pod = record.pod if isinstance(record, Occupant) else record
         if not isinstance(pod, PodRequest):
             return record
         update: dict[str, Any] = {}
+        namespace_labels = self.namespace_labels.get(pod.namespace)
+        if namespace_labels is not None and pod.namespace_labels != namespace_labels:
+            update["namespace_labels"] = namespace_labels
+        if pod.default_spread_selector != default_selector:
+            update["default_spread_selector"] = default_selector
         profile = profile_of(pod.scheduler_name, self.profiles)
         if profile != pod.scheduler_name:
             update["scheduler_name"] = profile
@@ -301,7 +398,7 @@ class Bridge:
             return record
         # The profile and cluster names were validated as names where they came in (the command's options).
         adapted = pod.model_copy(update=update)
-        return Occupant(adapted, record.node) if isinstance(record, Occupant) else adapted
+        return Occupant(adapted, record.node, record.gpu_cards) if isinstance(record, Occupant) else adapted
 
     async def _emit(self, record: KubeRecord) -> None:
         self.counters[type(record).__name__] += 1

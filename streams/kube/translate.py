@@ -9,15 +9,16 @@ ledger both read the flag from an upsert.
 
 Pods become, depending on their state:
 
-- a `PodRequest` when one of eyrie's scheduler names is in ``spec.schedulerName``, no node is set, no
-  scheduling gate holds it, and it is not terminating;
+- a `PodRequest` when one of eyrie's scheduler names is in ``spec.schedulerName``, no node is set, and it
+  is not terminating (a pod with scheduling gates too: placement holds it until the update that lifts the
+  last gate, which comes as a new `PodRequest` of the same uid);
 - an `Occupant` when a node is set and the pod has not terminated: whoever bound it (eyrie earlier,
   another scheduler, a controller that set ``spec.nodeName`` itself), its requests are taken on that node;
 - a `PodDeleted` when it is deleted, Succeeded or Failed (its resources are free again), or terminating
   before it was bound (kube-scheduler does not place those either);
 - a `Rejected` when it is one of eyrie's pods but cannot be read or uses what eyrie cannot honour
-  (`UNSUPPORTED_VOLUMES`, inter-pod affinity, hard topology spread, dynamic resource claims);
-- None when it is none of eyrie's business (another scheduler's pod not yet bound; a gated pod).
+  (volume sources outside `NODE_INDEPENDENT_VOLUMES`, dynamic resource claims);
+- None when it is none of eyrie's business (another scheduler's pod not yet bound).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import Any
 
 from schemas.codec import model_from_mapping
 from schemas.exceptions import InvalidInput
-from schemas.manifest import pod_from_manifest
+from schemas.gpu import GPU_CARD_MODEL, GPU_COUNT, GPU_INDEX, GPU_RESOURCE, parse_gpu_index
+from schemas.manifest import NODE_INDEPENDENT_VOLUMES, pod_from_manifest
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodDeleted, PodRequest
 from schemas.quantity import Resources, parse_quantity, validate_resource_name
@@ -46,16 +48,8 @@ __all__ = [
     "unsupported",
 ]
 
-NODE_INDEPENDENT_VOLUMES = frozenset(
-    {"emptyDir", "configMap", "secret", "projected", "downwardAPI", "hostPath", "image"}
-)
-"""Volume sources that any node can provide, so they do not constrain placement. Every other source
-(persistentVolumeClaim, ephemeral, csi, the cloud disks...) carries topology or attach limits that eyrie
-does not model: such a pod is `Rejected` rather than placed where its volume may never attach."""
-
 _TERMINATED = ("Succeeded", "Failed")
 _TAINT_FIELD = re.compile(r"^taints\.(\d+)((?:\..+)?)$")
-_MODEL_FIELD = re.compile(r"^Pod\.(containers|init_containers)\.(\d+)\.(requests|limits)((?:\..+)?)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +60,8 @@ class Occupant:
 
     pod: PodRequest
     node: str
+    gpu_cards: tuple[int, ...] = ()
+    """The GPU cards it holds there, from its ``alibabacloud.com/gpu-index`` annotation."""
 
     @property
     def uid(self) -> str:
@@ -156,11 +152,27 @@ def node_record(
                 "labels": {str(k): str(v) for k, v in _mapping(metadata.get("labels")).items()},
                 "taints": taints,
                 "unschedulable": bool(spec.get("unschedulable")),
+                "gpus": _node_gpus(capacity, _mapping(metadata.get("labels"))),
+                "images": [
+                    {"names": image.get("names") or [], "size_bytes": image.get("sizeBytes") or 0}
+                    for image in (status.get("images") or [])
+                    if isinstance(image, dict)
+                ],
             },
         )
         return model_from_mapping(NodeEvent, {"type": "upsert", "node": node, "ts": now})
     except InvalidInput as exc:
         return Rejected("Node", uid, "", name, _node_field(exc.field), _bare(exc))
+
+
+def _node_gpus(capacity: Resources, labels: dict[str, Any]) -> dict[str, Any] | None:
+    """The node's GPU cards (docs/gpu-sharing.md): as many as its ``alibabacloud.com/gpu-count``
+    capacity (the GPU-sharing device plugin's), else its ``nvidia.com/gpu`` capacity; the model from its
+    ``alibabacloud.com/gpu-card-model`` label. None without cards."""
+    count = capacity.get(GPU_COUNT, capacity.get(GPU_RESOURCE, 0))
+    if count <= 0:
+        return None
+    return {"count": count, "model": str(labels.get(GPU_CARD_MODEL) or "")}
 
 
 def _node_field(field: str | None) -> str:
@@ -174,6 +186,10 @@ def _node_field(field: str | None) -> str:
         return f"status.{field}" if not field.startswith("status.") else field
     if head == "labels":
         return f"metadata.{field}"
+    if field.startswith("gpus.model"):
+        return f"metadata.labels.{GPU_CARD_MODEL}"
+    if field.startswith("gpus.count"):
+        return f"status.capacity.{GPU_COUNT}"
     return field
 
 
@@ -198,44 +214,9 @@ def unsupported(obj: dict[str, Any]) -> tuple[str, str] | None:
                     f"volume source {source} is not supported: eyrie does not place pods by storage "
                     f"topology or attach limits (supported: {', '.join(sorted(NODE_INDEPENDENT_VOLUMES))})",
                 )
-    affinity = _mapping(spec.get("affinity"))
-    for kind in ("podAffinity", "podAntiAffinity"):
-        if _mapping(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution"):
-            return (
-                f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution",
-                "required inter-pod (anti-)affinity is not supported",
-            )
-    node_affinity = _mapping(affinity.get("nodeAffinity"))
-    required = _mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
-    for index, term in enumerate(required.get("nodeSelectorTerms") or []):
-        if _mapping(term).get("matchFields"):
-            return (
-                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-                f".nodeSelectorTerms[{index}].matchFields",
-                "node selector matchFields are not supported (use matchExpressions on labels)",
-            )
-    for index, constraint in enumerate(spec.get("topologySpreadConstraints") or []):
-        if _mapping(constraint).get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
-            return (
-                f"spec.topologySpreadConstraints[{index}]",
-                "topology spread with whenUnsatisfiable: DoNotSchedule is not supported",
-            )
     if spec.get("resourceClaims"):
         return "spec.resourceClaims", "dynamic resource allocation (resource claims) is not supported"
     return None
-
-
-def _manifest_field(field: str | None) -> str:
-    """The pod's own path for a `PodRequest` field path, so a person can find it in the manifest."""
-    if not field:
-        return ""
-    if match := _MODEL_FIELD.match(field):
-        which, index, kind, rest = match.groups()
-        container = "containers" if which == "containers" else "initContainers"
-        return f"spec.{container}[{index}].resources.{kind}{rest}"
-    if field.startswith("Pod.overhead"):
-        return "spec." + field.removeprefix("Pod.")
-    return field
 
 
 def _request(obj: dict[str, Any]) -> PodRequest | Rejected:
@@ -244,7 +225,7 @@ def _request(obj: dict[str, Any]) -> PodRequest | Rejected:
     try:
         return pod_from_manifest(document)
     except InvalidInput as exc:
-        return Rejected("Pod", uid, namespace, name, _manifest_field(exc.field), _bare(exc))
+        return Rejected("Pod", uid, namespace, name, exc.field or "", _bare(exc))
 
 
 def pod_record(
@@ -260,11 +241,15 @@ def pod_record(
         return PodDeleted(uid=uid, ts=max(now, 0.0))
     if node:
         request = _request(obj)
-        return Occupant(request, str(node)) if isinstance(request, PodRequest) else request
+        if not isinstance(request, PodRequest):
+            return request
+        try:
+            cards = parse_gpu_index(str(_mapping(metadata.get("annotations")).get(GPU_INDEX) or ""))
+        except InvalidInput as exc:
+            return Rejected("Pod", uid, namespace, name, f"metadata.annotations.{GPU_INDEX}", _bare(exc))
+        return Occupant(request, str(node), cards)
     if (spec.get("schedulerName") or "default-scheduler") not in schedulers:
         return None
-    if spec.get("schedulingGates"):
-        return None  # not ready to be placed; the update that lifts the last gate is
     problem = unsupported(obj)
     if problem is not None:
         return Rejected("Pod", uid, namespace, name, *problem)

@@ -271,7 +271,13 @@ class BridgeService:
         elif isinstance(record, PodRequest | PodDeleted):
             await client.send("pod-requests", record.uid, record, headers=self.headers)
         elif isinstance(record, Occupant):
-            bound = PodBound(uid=record.uid, node=record.node, pod=record.pod, ts=max(time.time(), 0.0))
+            bound = PodBound(
+                uid=record.uid,
+                node=record.node,
+                pod=record.pod,
+                ts=max(time.time(), 0.0),
+                gpu_cards=list(record.gpu_cards),
+            )
             await client.send("pod-requests", record.uid, bound, headers=self.headers)
         else:
             await self._reject(client, api, record)

@@ -40,9 +40,24 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("binding-results", "pod uid"),
     TopicSpec("dead-letters", "source topic", partitions=1),
     TopicSpec("config", "profile name", partitions=1, compacted=True),
-    # Internal: every input of a cluster shard, in one partition per shard. Kept forever, because it is the
-    # shard's changelog (a worker that takes a shard over rebuilds its state by replaying it).
-    TopicSpec("sequencer", "cluster shard", config={"retention.ms": "-1"}),
+    # Internal: every input of a cluster shard, in one partition per shard. No time retention: it is the
+    # shard's changelog (a worker that takes a shard over replays it after the shard's newest checkpoint),
+    # and the placement agent deletes what lies behind the checkpoints itself (DeleteRecords). The broker
+    # frees disk a whole segment at a time, so segments are kept small (16 MiB, or 10 minutes of records):
+    # what a deletion leaves on disk is then about one segment beyond the records the checkpoints need.
+    TopicSpec(
+        "sequencer",
+        "cluster shard",
+        config={"retention.ms": "-1", "segment.bytes": str(16 * 2**20), "segment.ms": "600000"},
+    ),
+    # Internal: shard checkpoints, one partition per shard (the sequencer's), two slots per shard written in
+    # turn (docs/checkpoints.md). Compacted, with short segments so superseded checkpoints go soon.
+    TopicSpec(
+        "checkpoints",
+        "cluster shard and slot",
+        compacted=True,
+        config={"segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1", "delete.retention.ms": "600000"},
+    ),
 )
 
 
@@ -56,7 +71,7 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
             NewTopic(
                 name=settings.topic(spec.short),
                 num_partitions=settings.shards
-                if spec.short == "sequencer"
+                if spec.short in ("sequencer", "checkpoints")
                 else spec.partitions or settings.partitions,
                 replication_factor=settings.replication_factor,
                 topic_configs=config,

@@ -5,6 +5,7 @@ folder: the traces never enter the repository)."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 from pathlib import Path
@@ -14,7 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from evaluation.experiments.metrics import gpu_fragmentation, over_capacity, spread, utilisation
+from evaluation.experiments.portrait import PortraitExperiment, run_portrait_seeds
+from evaluation.experiments.report import across_seeds
 from evaluation.experiments.suite import GpuTrace, SuiteExperiment, replay_gpu_trace, run_suite
+from policies.framework.profile import BUILTIN_PROFILES
 from schemas.node import NodeSpec
 from schemas.pod import PodDeleted, PodRequest
 from streams.cli import app
@@ -264,7 +268,7 @@ def run(traces: Path, out: Path, *extra: str) -> tuple[dict[str, Any], str]:
 @needs_traces
 def test_the_report_covers_every_built_in_profile_and_writes_its_files(traces: Path, tmp_path: Path) -> None:
     summary, stdout = run(traces, tmp_path, "--trace-limit", "60")
-    assert list(summary) == ["default", "binpack", "trimaran", "portrait", "balanced", "tbesk", "tbesk-z"]
+    assert list(summary) == list(BUILTIN_PROFILES)
     for entry in summary.values():
         gpu = entry["gpu_trace"]
         assert gpu["pods"] == 60
@@ -278,8 +282,49 @@ def test_the_report_covers_every_built_in_profile_and_writes_its_files(traces: P
     table = (tmp_path / "results.md").read_text()
     assert "eyrie evaluate --all" in table and "idle GPUs on partly used nodes" in table
     assert "node-hours > capacity" in table
-    assert len((tmp_path / "results.csv").read_text().splitlines()) == 8
+    assert len((tmp_path / "results.csv").read_text().splitlines()) == 1 + len(BUILTIN_PROFILES)
     assert "| tbesk-z |" in stdout
+
+
+@needs_traces
+def test_the_portrait_options_reach_the_reports_portrait_part(traces: Path, tmp_path: Path) -> None:
+    extra = ["--trace-limit", "20", "--policy", "default", "--policy", "portrait", "--seed", "7"]
+    extra += ["--requests", "declared", "--demand", "2", "--seeds", "2"]
+    summary, _ = run(traces, tmp_path, *extra)
+    table = (tmp_path / "results.md").read_text()
+    assert "requests declared, demand 2, seeds 7, 8" in table
+    assert "--requests declared --demand 2 --seeds 2" in table
+    assert "## Mean over 2 seeds (min–max)" in (tmp_path / "portrait" / "results.md").read_text()
+    # The same figures as the portrait experiment run on its own with these options.
+    setup = PortraitExperiment(
+        traces / "bitbrains_rnd_2013-7",
+        profiles=("default", "portrait"),
+        nodes=3,
+        seed=7,
+        requests="declared",
+        demand=2.0,
+    )
+    runs, _ = run_portrait_seeds(setup, [7, 8])
+    for profile, means in across_seeds(runs).items():
+        for key, value in means.items():
+            assert summary[profile]["bitbrains"][key] == pytest.approx(value), (profile, key)
+
+
+@pytest.mark.parametrize(
+    ("option", "field"),
+    [
+        pytest.param("nodes", "portrait_nodes", id="The report's portrait nodes default as --nodes does."),
+        pytest.param("replicas", "replicas", id="The report's replicas default as --replicas does."),
+        pytest.param("requests", "portrait_requests", id="The report's requests default as --requests does."),
+        pytest.param("demand", "portrait_demand", id="The report's demand defaults as --demand does."),
+        pytest.param("seeds", "portrait_seeds", id="The report's seeds default as --seeds does."),
+    ],
+)
+def test_the_suite_defaults_are_the_commands(option: str, field: str) -> None:
+    from streams.cli.main import evaluate
+
+    default = inspect.signature(evaluate).parameters[option].default
+    assert getattr(SuiteExperiment(), field) == default
 
 
 @needs_traces
@@ -323,6 +368,36 @@ def test_two_processes_give_the_same_figures_as_one(traces: Path) -> None:
         ),
         pytest.param(
             ["--all", "--trace", "{empty}"], "no such folder", id="A folder without the traces is refused."
+        ),
+        pytest.param(
+            ["--all", "--requests", "guessed"],
+            "--requests: unknown 'guessed' (known: usage, declared)",
+            id="With --all an unknown request rule is refused as with the portrait experiment.",
+        ),
+        pytest.param(
+            ["--all", "--pods", "300"],
+            "--pods: only with --experiment tbesk-paper",
+            id="With --all a tbesk-paper option is refused, not ignored.",
+        ),
+        pytest.param(
+            ["--all", "--pod-list", "default"],
+            "--pod-list: only with --experiment gpu-sharing",
+            id="With --all a gpu-sharing option is refused, not ignored.",
+        ),
+        pytest.param(
+            ["--experiment", "portrait", "--trace", "{empty}", "--window", "20"],
+            "--window: only with --experiment tbesk-paper",
+            id="The portrait experiment refuses a tbesk-paper option even at its default value.",
+        ),
+        pytest.param(
+            ["--experiment", "tbesk-paper", "--seeds", "2"],
+            "--seeds: only with --experiment portrait or --all",
+            id="The tbesk-paper experiment refuses the portrait experiment's seeds.",
+        ),
+        pytest.param(
+            ["--experiment", "gpu-sharing", "--demand", "1.5"],
+            "--demand: only with --experiment portrait or --all",
+            id="The gpu-sharing experiment refuses the portrait experiment's demand.",
         ),
     ],
 )

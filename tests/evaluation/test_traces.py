@@ -16,6 +16,7 @@ from evaluation.traces import CONVERTERS, read_vm, vm_files
 from evaluation.traces.common import ConversionSummary, Report, ordered_rows, scan_runs
 from schemas.eventlog import LogEvent, read_events
 from schemas.events import MetricSample
+from schemas.gpu import GpuCards, GpuRequest
 from schemas.node import NodeEvent
 from schemas.pod import PodDeleted, PodRequest
 from streams.cli.trace import trace_app
@@ -246,10 +247,14 @@ def test_gpu_trace_nodes_and_fractional_gpu_pods_by_hand(traces, tmp_path):
     assert nodes["openb-node-0000"].labels == {}
     assert nodes["openb-node-0229"].capacity["nvidia.com/gpu"] == 8
     assert nodes["openb-node-0229"].labels == {"gpu-model": "V100M32"}
-    # openb-pod-0001,6000,12288,1,460,,LS,Running,427061,12902960,427061: a shared GPU, 460/1000 of a card.
+    assert nodes["openb-node-0229"].gpus == GpuCards(count=8, model="V100M32")
+    assert nodes["openb-node-0000"].gpus is None
+    # openb-pod-0001,6000,12288,1,460,,LS,Running,427061,12902960,427061: a shared GPU, 460/1000 of a card,
+    # which holds no whole nvidia.com/gpu.
     pod = next(event for event in events if event.key == "openb-pod-0001" and event.topic == "pod-requests")
     assert pod.ts == 427061.0 and pod.value.created_at == 427061.0
-    assert pod.value.effective_requests == {"cpu": 6000, "memory": 12288 * 2**20, "nvidia.com/gpu": 1}
+    assert pod.value.effective_requests == {"cpu": 6000, "memory": 12288 * 2**20}
+    assert pod.value.gpu == GpuRequest(milli=460, count=1)
     assert pod.value.labels == {"qos": "LS", "pod-phase": "Running", "gpu-milli": "460"}
     assert pod.value.qos_class == "Burstable"
 
@@ -276,8 +281,14 @@ def test_gpu_counts_become_nvidia_gpu_requests_and_capacity(default_gpu_log):
     for pod in pods:
         gpus.setdefault(pod.effective_requests.get("nvidia.com/gpu", 0), []).append(pod)
     assert sorted(gpus) == [0, 1, 2, 4, 8]
-    assert len(gpus[0]) == 1088 and len(gpus[8]) == 44
-    assert all("gpu-milli" not in pod.labels for count in (0, 2, 4, 8) for pod in gpus[count])
+    # Shares (3,078 pods) hold no whole GPU; the 1,088 without GPUs have no `gpu` request.
+    assert len(gpus[0]) == 1088 + 3078 and len(gpus[8]) == 44
+    assert sum(pod.gpu is None for pod in pods) == 1088
+    assert sum(pod.gpu is not None and pod.gpu.is_share for pod in pods) == 3078
+    whole = [(count, pod.gpu) for count in (1, 2, 4, 8) for pod in gpus[count]]
+    assert all(gpu is not None and gpu.count == count and not gpu.is_share for count, gpu in whole)
+    assert all("gpu-milli" not in pod.labels for count in (1, 2, 4, 8) for pod in gpus[count])
+    assert sum(node.gpus.count for node in nodes if node.gpus is not None) == 6212
     guaranteed = [pod for pod in pods if pod.labels["qos"] == "Guaranteed"]
     assert len(guaranteed) == 7 and all(pod.qos_class == "Guaranteed" for pod in guaranteed)
 

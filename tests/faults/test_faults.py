@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import shutil
 import time
 import urllib.request
@@ -26,6 +27,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from bench.recovery import topic_bytes
 from schemas.eventlog import read_events
 from schemas.events import Binding, BindingResult
 from schemas.node import NodeEvent
@@ -35,8 +37,15 @@ from streams.demo.workload import NODE_SECONDS_PER_ARRIVAL, generate_gpu_like_lo
 from streams.local.broker import LocalBroker, free_ports
 from streams.recording.replay import OfflineResult, replay_live, replay_offline
 from streams.settings import Settings
-from tests.faults.table import FaultRow, record_row
+from tests.faults.table import FaultRow, checkpoint_settings, record_row
 from tests.streams.test_pipeline import Pipeline, start_pipeline
+
+REBUILT = re.compile(
+    r"shard \d+(?: rebuilt from \d+ envelopes|: replayed sequencer records \S+"
+    r"|: restored from checkpoint \w+ at offset \d+ \(\d+ records behind \d+\)) in ([0-9.]+) s"
+)
+"""A worker's log line for a shard it rebuilt (older workers worded it the first way): from the sequencer,
+or from a checkpoint and the sequencer's records after it."""
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -50,6 +59,10 @@ SETTLED = FINAL | {"rejected", "conflict"}
 """What a pod's last result can be once nothing more happens to it (the quiet period tells): rejected, or a
 conflict nothing followed, is a failure here, reported rather than waited out."""
 QUIET_S = 5.0
+CHECKPOINT_EVERY = 100
+"""Sequencer records between checkpoints in the cases that checkpoint often: the replay's few thousand
+records then hold a dozen checkpoints, so every kill lands after some (the default, 2,000 records or 30 s,
+is rarely reached before the first fault of a flat-out replay)."""
 TIMEOUT_S = 600.0
 
 # ------------------------------------------------------------------------------------------- builders
@@ -258,25 +271,45 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, OfflineRes
 
 
 @pytest.mark.parametrize(
-    ("fault", "inject", "workers"),
+    ("fault", "inject", "workers", "checkpoint_every"),
     [
         pytest.param(
             "worker SIGKILL ×2",
             kill_worker_twice,
             1,
+            None,
             id="The placement worker is killed with SIGKILL and restarted, twice.",
         ),
         pytest.param(
-            "applier SIGKILL", kill_applier, 1, id="The applier is killed with SIGKILL and restarted."
+            "applier SIGKILL", kill_applier, 1, None, id="The applier is killed with SIGKILL and restarted."
         ),
         pytest.param(
-            "broker stopped 10 s", stop_broker, 1, id="The broker stops for 10 seconds and starts again."
+            "broker stopped 10 s",
+            stop_broker,
+            1,
+            None,
+            id="The broker stops for 10 seconds and starts again.",
         ),
         pytest.param(
             "2 workers, active killed",
             kill_active_of_two_workers,
             2,
+            None,
             id="Two placement workers run at once and the active one is killed; the standby takes over.",
+        ),
+        pytest.param(
+            "worker SIGKILL ×2",
+            kill_worker_twice,
+            1,
+            CHECKPOINT_EVERY,
+            id="The worker is killed twice while it checkpoints its shard often; each restart restores one.",
+        ),
+        pytest.param(
+            "2 workers, active killed",
+            kill_active_of_two_workers,
+            2,
+            CHECKPOINT_EVERY,
+            id="Of two workers checkpointing often, the active one is killed; the other restores one.",
         ),
     ],
 )
@@ -284,11 +317,15 @@ def test_after_the_fault_every_pod_is_decided_once_no_node_overfills_and_live_eq
     fault: str,
     inject: Fault,
     workers: int,
+    checkpoint_every: int | None,
     broker: LocalBroker,
     workload: tuple[Path, OfflineResult],
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     log, offline = workload
+    if checkpoint_every is not None:  # else the settings' defaults, which a flat-out replay rarely reaches
+        monkeypatch.setenv("EYRIE_CHECKPOINT_EVERY_ENVELOPES", str(checkpoint_every))
     uids = {e.value.uid for e in read_events(log) if isinstance(e.value, PodRequest)}
     named = [f"worker-{i}" for i in range(workers)] if workers > 1 else []
     ports = dict(zip(named, free_ports(len(named)), strict=True))
@@ -333,8 +370,11 @@ def test_after_the_fault_every_pod_is_decided_once_no_node_overfills_and_live_eq
 
         recovery = asyncio.run(scenario())
         stream, results = asyncio.run(read_outputs(pipeline.settings))
+        sequencer = pipeline.settings.topic("sequencer")
+        sequencer_bytes = asyncio.run(topic_bytes(pipeline.settings, [sequencer]))[sequencer]
     finally:
         pipeline.stop()
+    rebuilds = [float(seconds) for seconds in REBUILT.findall(pipeline.logs())]
 
     latest = {
         d.uid: d
@@ -360,9 +400,16 @@ def test_after_the_fault_every_pod_is_decided_once_no_node_overfills_and_live_eq
             overcommitted=len(over),
             recovery_s=max(recovery),
             differing=len(differing),
+            rebuild_s=max(rebuilds, default=0.0),
+            sequencer_bytes=sequencer_bytes,
+            checkpoints=checkpoint_settings(
+                pipeline.settings.checkpoint_every_envelopes, pipeline.settings.checkpoint_every_s
+            ),
         )
     )
     assert not lost, f"{len(lost)} pods without a final decision, e.g. {sorted(lost)[:3]}"
     assert not duplicated, f"{len(duplicated)} pods applied on two nodes, e.g. {sorted(duplicated)[:3]}"
     assert not over, f"nodes over allocatable: {sorted(over)[:5]}"
     assert not differing, f"{len(differing)} pods placed unlike the offline replay, e.g. {differing[:3]}"
+    if checkpoint_every is not None:  # the worker that took over started from a checkpoint
+        assert "restored from checkpoint" in pipeline.logs()

@@ -184,3 +184,42 @@ async def test_a_relist_and_a_restarted_bridge_publish_nothing_that_changes_a_de
             ("occupant", uid(bound), node_name),
         ]
     )
+
+
+async def test_a_gated_pod_is_published_with_its_gates_and_again_when_they_are_lifted(api):
+    test = "bridge-gates"
+    published = Published()
+    bridge = Bridge(api, published, label_selector=selector(test), watch_timeout_s=30)
+    created_node = await create(api, node(test, "n"))
+    gated = pod(test, "gated")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/a"}, {"name": "example.com/b"}]
+    mine: dict[str, Any] = {}
+    try:
+        async with running(bridge):
+            await published.count(1)
+            mine = await create(api, gated)
+            await published.count(2)
+            path = f"/api/v1/namespaces/default/pods/{mine['metadata']['name']}"
+            # Gates can only be removed; a JSON merge patch replaces the list.
+            for remaining in ([{"name": "example.com/b"}], []):
+                status, body = await api.request(
+                    "PATCH",
+                    path,
+                    body={"spec": {"schedulingGates": remaining}},
+                    content_type="application/merge-patch+json",
+                )
+                assert status == 200, body
+            await published.count(4)
+            await asyncio.sleep(0.5)  # time for anything that should not come
+    finally:
+        for obj in (mine, created_node):
+            if obj:
+                await delete(api, obj)
+    requests = [record for record in published.records if isinstance(record, PodRequest)]
+    assert [request.scheduling_gates for request in requests] == [
+        ["example.com/a", "example.com/b"],
+        ["example.com/b"],
+        [],
+    ]
+    # The pipeline's namespace labels come from the Namespace object (kubernetes.io/metadata.name at least).
+    assert requests[-1].namespace_labels.get("kubernetes.io/metadata.name") == "default"

@@ -259,8 +259,8 @@ BOUND = {"spec__nodeName": "n1"}
             pod(spec__schedulingGates=[{"name": "wait"}]),
             SCHEDULERS,
             False,
-            None,
-            id="a pod held by a scheduling gate is not placed yet",
+            PodRequest,
+            id="a pod held by a scheduling gate is published for placement to hold until the gate lifts",
         ),
         pytest.param(
             pod(spec__volumes=[{"name": "c", "configMap": {"name": "x"}}, {"name": "t", "emptyDir": {}}]),
@@ -272,20 +272,36 @@ BOUND = {"spec__nodeName": "n1"}
         pytest.param(
             pod(
                 spec__affinity={
-                    "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
+                        ],
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}
+                        ],
+                    }
                 }
             ),
             SCHEDULERS,
             False,
             PodRequest,
-            id="a preferred anti-affinity is a preference eyrie may ignore",
+            id="required and preferred anti-affinity are requests placement honours",
         ),
         pytest.param(
-            pod(spec__topologySpreadConstraints=[{"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]),
+            pod(
+                spec__topologySpreadConstraints=[
+                    {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"},
+                    {
+                        "maxSkew": 2,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                    },
+                ]
+            ),
             SCHEDULERS,
             False,
             PodRequest,
-            id="a soft topology spread is a preference eyrie may ignore",
+            id="hard and soft topology spread are requests placement honours",
         ),
         pytest.param(
             pod(spec__volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}], **BOUND),
@@ -362,9 +378,9 @@ def test_pod_outcomes(obj, schedulers, deleted, expected):
         ),
         pytest.param(
             pod(spec__affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}),
-            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-            "inter-pod",
-            id="a required pod affinity is rejected",
+            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
+            "valid string",
+            id="a required pod affinity term without a topology key is rejected naming it",
         ),
         pytest.param(
             pod(
@@ -377,15 +393,15 @@ def test_pod_outcomes(obj, schedulers, deleted, expected):
                 }
             ),
             "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-            ".nodeSelectorTerms[0].matchFields",
-            "matchFields",
-            id="a node selector on fields is rejected rather than silently dropped",
+            ".nodeSelectorTerms[0].matchFields[0].operator",
+            "Input should be",
+            id="a node selector on fields without an operator is rejected naming the requirement",
         ),
         pytest.param(
             pod(spec__topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "zone"}]),
-            "spec.topologySpreadConstraints[0]",
-            "DoNotSchedule",
-            id="a hard topology spread (the default) is rejected",
+            "spec.topologySpreadConstraints[0].whenUnsatisfiable",
+            "field required",
+            id="a topology spread constraint without whenUnsatisfiable is rejected naming it",
         ),
         pytest.param(
             pod(spec__resourceClaims=[{"name": "gpu"}]),

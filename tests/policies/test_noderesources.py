@@ -18,24 +18,48 @@ def scores_of(s, p, plugin):
     return s.explain(p).scores[plugin]
 
 
-def test_the_first_pod_on_three_machines_scores_as_kubernetes_does_and_goes_to_machine_2():
+def v133(document):
+    """The same profile following kube-scheduler 1.33 (BalancedAllocation scores the balance with the pod)."""
+    return {**document, "kubernetesVersion": "1.33"}
+
+
+def test_the_first_pod_on_three_machines_scores_as_kubernetes_does_and_goes_to_machine_1():
     s = scheduler(THREE_MACHINES)
     first = pod("p1", cpu=2, memory="10Gi")
     explanation = s.explain(first)
     # The formula in floats gives 43.75 everywhere; Kubernetes' integer truncation gives 43.
     assert explanation.scores["NodeResourcesFit"] == {"m1": 43, "m2": 43, "m3": 43}
-    # 75, 93.75 and 62.5, truncated.
-    assert explanation.scores["NodeResourcesBalancedAllocation"] == {"m1": 75, "m2": 93, "m3": 62}
+    # Balance without → with the pod: m1 68 → 75, m2 100 → 93, m3 68 → 62; 50 + (50 + with − without) / 2.
+    # m1 is evened out by the pod and wins; m2, balanced before, is skewed by it.
+    assert explanation.scores["NodeResourcesBalancedAllocation"] == {"m1": 78, "m2": 71, "m3": 72}
+    assert explanation.selected == "m1"
+
+
+def test_the_first_pod_on_three_machines_goes_to_machine_2_under_kubernetes_1_33():
+    s = scheduler(THREE_MACHINES, v133(profile(score=[("NodeResourcesFit", 1), (BA, 1)])))
+    explanation = s.explain(pod("p1", cpu=2, memory="10Gi", scheduler_name="test"))
+    # 75, 93.75 and 62.5, truncated: the balance with the pod alone.
+    assert explanation.scores[BA] == {"m1": 75, "m2": 93, "m3": 62}
     assert explanation.selected == "m2"
 
 
-def test_the_second_pod_on_three_machines_sees_the_first_and_also_goes_to_machine_2():
+def test_the_second_pod_on_three_machines_sees_the_first():
     s = scheduler(THREE_MACHINES)
-    assert place(s, pod("p1", cpu=2, memory="10Gi")) == {"p1": "m2"}
+    assert place(s, pod("p1", cpu=2, memory="10Gi")) == {"p1": "m1"}
     second = pod("p2", cpu=5, memory="5Gi")
     explanation = s.explain(second)
+    assert explanation.scores["NodeResourcesFit"] == {"m1": 35, "m2": 45, "m3": 45}
+    # The pod shifts no node's balance: m1 75 → 75 (52, 20 → 57, 25 of 64), m2 100 → 100, m3 68 → 68.
+    assert explanation.scores[BA] == {"m1": 75, "m2": 75, "m3": 75}
+    assert explanation.selected in ("m2", "m3")
+
+
+def test_the_second_pod_on_three_machines_also_goes_to_machine_2_under_kubernetes_1_33():
+    s = scheduler(THREE_MACHINES, v133(profile(score=[("NodeResourcesFit", 1), (BA, 1)])))
+    assert place(s, pod("p1", cpu=2, memory="10Gi", scheduler_name="test")) == {"p1": "m2"}
+    explanation = s.explain(pod("p2", cpu=5, memory="5Gi", scheduler_name="test"))
     assert explanation.scores["NodeResourcesFit"] == {"m1": 45, "m2": 35, "m3": 45}  # 45.3, 35.9, 45.3
-    assert explanation.scores["NodeResourcesBalancedAllocation"] == {"m1": 68, "m2": 93, "m3": 68}
+    assert explanation.scores[BA] == {"m1": 68, "m2": 93, "m3": 68}
     assert explanation.selected == "m2"
 
 
@@ -61,9 +85,15 @@ def test_requested_to_capacity_ratio_scores_the_worked_example_38():
     assert scores_of(s, pod("p", cpu=3, memory=5000, scheduler_name="test"), "NodeResourcesFit") == {"n": 38}
 
 
-def test_balanced_allocation_scores_the_worked_example_87():
+def test_balanced_allocation_scores_the_worked_example_87_under_kubernetes_1_33():
+    s = scheduler([node("n", cpu=4, memory=10000)], v133(BALANCED))
+    assert scores_of(s, pod("p", cpu=3, memory=5000, scheduler_name="test"), BA) == {"n": 87}
+
+
+def test_balanced_allocation_scores_the_change_of_the_worked_example_as_68():
     s = scheduler([node("n", cpu=4, memory=10000)])
-    assert scores_of(s, pod("p", cpu=3, memory=5000), "NodeResourcesBalancedAllocation") == {"n": 87}
+    # An empty node is balanced (100); with the pod 87: 50 + (50 + 87 − 100) / 2 = 50 + 37 / 2 = 68.
+    assert scores_of(s, pod("p", cpu=3, memory=5000), BA) == {"n": 68}
 
 
 @pytest.mark.parametrize(
@@ -93,6 +123,7 @@ def test_rounding_is_half_away_from_zero_not_bankers():
     assert scores_of(s, pod("p", cpu=20, memory=250, scheduler_name="test"), "NodeResourcesFit") == {"n": 23}
 
 
+BA = "NodeResourcesBalancedAllocation"
 LEAST = profile(score=[("NodeResourcesFit", 1)])
 BALANCED = profile(score=[("NodeResourcesBalancedAllocation", 1)])
 
@@ -108,9 +139,18 @@ def test_a_pod_with_no_containers_adds_nothing_for_least_allocated_as_upstream()
     assert scores_of(s, pod("p", scheduler_name="test"), "NodeResourcesFit") == {"n": 100}
 
 
-def test_a_pod_without_requests_counts_nothing_for_balanced_allocation():
-    s = scheduler([node("n", cpu=1, memory=GI)], BALANCED)
-    assert scores_of(s, pod("p", scheduler_name="test"), "NodeResourcesBalancedAllocation") == {"n": 100}
+@pytest.mark.parametrize(
+    ("case", "version", "expected"),
+    [
+        ("kube-scheduler 1.36 skips a pod that requests nothing: no score at all", None, 0),
+        ("kube-scheduler 1.34 skips it too", "1.34", 0),
+        ("kube-scheduler 1.33 scores the empty node's balance, 100", "1.33", 100),
+    ],
+)
+def test_a_pod_without_requests_is_skipped_by_balanced_allocation_from_1_34(case, version, expected):
+    document = BALANCED if version is None else {**BALANCED, "kubernetesVersion": version}
+    s = scheduler([node("n", cpu=1, memory=GI)], document)
+    assert scores_of(s, pod("p", scheduler_name="test", containers=[{}]), BA) == {"n": expected}
 
 
 def test_pods_already_on_a_node_without_requests_count_the_defaults_for_scoring_but_not_for_fit():

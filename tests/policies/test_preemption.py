@@ -1,5 +1,7 @@
 """DefaultPreemption: a high-priority pod that fits nowhere evicts the fewest, lowest-priority pods."""
 
+import pytest
+
 from policies.scheduler import Evicted, Placed, Unschedulable
 from tests.policies.builders import node, pod, scheduler
 
@@ -55,7 +57,59 @@ def test_no_pod_is_evicted_when_eviction_cannot_help():
     assert s.snapshot.version[s.snapshot.index["a"]] == s.snapshot.version[s.snapshot.index["a"]]
 
 
-def test_the_default_profile_does_not_preempt():
+def test_the_default_profile_preempts_as_kube_schedulers_does():
     s = scheduler([node("a", cpu=2, pod_requests=[pod("low", cpu=2)])])
     s.add_pod(pod("vip", cpu=2, priority=100), 0)
-    assert [type(o) for o in s.schedule(0)] == [Unschedulable]
+    outcomes = s.schedule(0)
+    assert [(type(o), o.uid) for o in outcomes] == [(Evicted, "low"), (Placed, "vip")]
+
+
+def test_a_profile_without_default_preemption_does_not_preempt():
+    no_preemption = {
+        "schedulerName": "calm",
+        "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}},
+    }
+    s = scheduler([node("a", cpu=2, pod_requests=[pod("low", cpu=2)])], no_preemption)
+    s.add_pod(pod("vip", cpu=2, priority=100, scheduler_name="calm"), 0)
+    [outcome] = s.schedule(0)
+    assert isinstance(outcome, Unschedulable)
+    assert outcome.message == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+def anti(app):
+    term = {"topology_key": "kubernetes.io/hostname", "label_selector": {"match_labels": {"app": app}}}
+    return {"required": [term]}
+
+
+@pytest.mark.parametrize(
+    ("incoming", "evicted"),
+    [
+        pytest.param(
+            pod("vip", cpu=1, priority=100, pod_anti_affinity=anti("web")),
+            ["low"],
+            id="a pod whose anti-affinity a lower-priority pod blocks evicts that pod",
+        ),
+        pytest.param(
+            pod(
+                "vip",
+                cpu=1,
+                priority=100,
+                pod_affinity={
+                    "required": [
+                        {
+                            "topology_key": "kubernetes.io/hostname",
+                            "label_selector": {"match_labels": {"app": "db"}},
+                        }
+                    ]
+                },
+            ),
+            [],
+            id="a pod whose required affinity no node meets evicts nobody",
+        ),
+    ],
+)
+def test_inter_pod_affinity_failures_are_resolvable_only_for_anti_affinity(incoming, evicted):
+    low = pod("low", cpu=1, labels={"app": "web"})
+    s = scheduler([node("a", cpu=4, labels={"kubernetes.io/hostname": "a"}, pod_requests=[low])])
+    s.add_pod(incoming, 0)
+    assert [o.uid for o in s.schedule(0) if isinstance(o, Evicted)] == evicted

@@ -16,19 +16,31 @@ def score_chain(profile):
 
 def test_an_empty_profile_is_the_default_plugin_set_in_upstream_order():
     profile = parse_profile({"schedulerName": "p"})
+    # kube-scheduler v1.36's default_plugins.go without the volume plugins and DRA.
+    assert names(profile.pre_enqueue) == ["SchedulingGates"]
+    assert names(profile.pre_filter) == ["NodeAffinity", "PodTopologySpread"]
     assert names(profile.filter) == [
         "NodeUnschedulable",
+        "NodeName",
         "TaintToleration",
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
     ]
+    assert names(profile.post_filter) == ["DefaultPreemption"]
     assert score_chain(profile) == [
         ("TaintToleration", 3),
+        ("NodeAffinity", 2),
         ("NodeResourcesFit", 1),
+        ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2),
         ("NodeResourcesBalancedAllocation", 1),
+        ("ImageLocality", 1),
     ]
     assert profile.queue_sort.name == "PrioritySort"
+    assert profile.handle.kubernetes_version == (1, 36)
 
 
 def test_disabling_star_removes_the_defaults_but_keeps_the_profiles_own_plugins():
@@ -52,8 +64,12 @@ def test_a_default_enabled_again_keeps_its_place_and_takes_the_new_weight():
     )
     assert score_chain(profile) == [
         ("TaintToleration", 3),
+        ("NodeAffinity", 2),
         ("NodeResourcesFit", 5),
+        ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2),
         ("NodeResourcesBalancedAllocation", 1),
+        ("ImageLocality", 1),
     ]
 
 
@@ -68,9 +84,10 @@ def test_multi_point_enables_a_plugin_at_every_point_it_implements():
         }
     )
     assert profile.queue_sort.name == "Coscheduling"
-    assert names(profile.pre_filter) == ["Coscheduling"]
+    # After the default PreFilter and PostFilter plugins.
+    assert names(profile.pre_filter) == ["NodeAffinity", "PodTopologySpread", "Coscheduling"]
     assert names(profile.permit) == ["Coscheduling"]
-    assert names(profile.post_filter) == ["Coscheduling"]
+    assert names(profile.post_filter) == ["DefaultPreemption", "Coscheduling"]
 
 
 def test_one_plugin_instance_serves_every_point_it_is_enabled_at():

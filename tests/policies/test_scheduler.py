@@ -113,8 +113,11 @@ def test_a_pod_that_fits_nowhere_gets_kubernetes_fit_error():
     s.add_pod(pod("big", cpu=2), 0)
     [outcome] = s.schedule(0)
     assert isinstance(outcome, Unschedulable)
+    # The taint is no reason preemption could lift; the other two nodes have no lower-priority pods.
     assert outcome.message == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu."
+        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu. "
+        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod."
     )
     assert outcome.reasons == ("1 node(s) had untolerated taint {dedicated: gpu}", "2 Insufficient cpu")
 

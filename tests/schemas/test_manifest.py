@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from schemas.exceptions import ManifestError
-from schemas.manifest import pod_from_manifest
+from schemas.manifest import manifest_warnings, pod_from_manifest
 
 DEPLOYMENT_POD = """
 apiVersion: v1
@@ -132,7 +132,68 @@ def test_a_gang_member_with_gpu_limits_is_guaranteed_and_grouped():
                 "metadata": {"name": "a"},
                 "spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]},
             },
-            "Pod.containers.0.requests.cpu",
+            "spec.containers[0].resources.requests.cpu",
+        ),
+        (
+            "a pod anti-affinity term without a topology key names its manifest path",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "a"},
+                "spec": {
+                    "containers": [{}],
+                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}},
+                },
+            },
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
+        ),
+        (
+            "a topology spread constraint without whenUnsatisfiable names its manifest path",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "a"},
+                "spec": {
+                    "containers": [{}],
+                    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "z"}],
+                },
+            },
+            "spec.topologySpreadConstraints[0].whenUnsatisfiable",
+        ),
+        (
+            "a node selector on a field other than the node's name names the term",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "a"},
+                "spec": {
+                    "containers": [{}],
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchFields": [
+                                            {"key": "metadata.uid", "operator": "In", "values": ["x"]}
+                                        ]
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                },
+            },
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]",
+        ),
+        (
+            "a pod-level request of an unsupported resource names spec.resources",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "a"},
+                "spec": {"containers": [{}], "resources": {"requests": {"nvidia.com/gpu": 1}}},
+            },
+            "spec.resources",
         ),
     ],
 )
@@ -141,3 +202,38 @@ def test_unusable_manifests_fail_naming_the_field(case, manifest, field):
         pod_from_manifest(manifest)
     assert error.value.field == field
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "warnings"),
+    [
+        pytest.param(
+            {"volumes": [{"name": "c", "configMap": {}}]}, [], id="a config map volume warns of nothing"
+        ),
+        pytest.param(
+            {
+                "volumes": [
+                    {"name": "c", "secret": {}},
+                    {"name": "d", "persistentVolumeClaim": {"claimName": "x"}},
+                ]
+            },
+            ["spec.volumes[1].persistentVolumeClaim"],
+            id="a persistent volume claim is named as left out",
+        ),
+        pytest.param(
+            {"resourceClaims": [{"name": "gpu"}]},
+            ["spec.resourceClaims"],
+            id="dynamic resource claims are named as left out",
+        ),
+    ],
+)
+def test_what_eyrie_cannot_model_is_named_in_a_warning(spec, warnings):
+    document = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "a"},
+        "spec": {"containers": [{}], **spec},
+    }
+    found = manifest_warnings(document)
+    assert [warning.split(":")[0] for warning in found] == warnings
+    pod_from_manifest(document)  # still converts

@@ -56,6 +56,129 @@ def test_qos_class_is_derived_as_kubernetes_does(case, containers, init, expecte
     assert pod(containers=containers, init_containers=init).qos_class == expected
 
 
+def rl(cpu="", memory="", **extra):
+    return {k: v for k, v in (("cpu", cpu), ("memory", memory), *extra.items()) if v != ""}
+
+
+# k8s.io/kubernetes v1.36.3 pkg/apis/core/v1/helper/qos/qos_test.go TestComputePodQOS, named by the test's pod
+# name (PodLevelResources is on by default in v1.36). Left out: "burstable-with-pod-and-container-level-
+# resources-2", whose pod-level cpu request (10m) exceeds its limit (5m), which the API (and eyrie) rejects.
+UPSTREAM_QOS = [
+    ("guaranteed", [container(rl("100m", "100Mi"), rl("100m", "100Mi"))], [], None, "Guaranteed"),
+    (
+        "guaranteed-guaranteed",
+        [
+            container(rl("100m", "100Mi"), rl("100m", "100Mi")),
+            container(rl("100m", "100Mi"), rl("100m", "100Mi")),
+        ],
+        [],
+        None,
+        "Guaranteed",
+    ),
+    ("best-effort-best-effort", [container(), container()], [], None, "BestEffort"),
+    ("best-effort", [container()], [], None, "BestEffort"),
+    ("best-effort-burstable", [container(), container(rl("1"), rl("2"))], [], None, "Burstable"),
+    (
+        "best-effort-guaranteed",
+        [container(), container(rl("10m", "100Mi"), rl("10m", "100Mi"))],
+        [],
+        None,
+        "Burstable",
+    ),
+    ("burstable-cpu-guaranteed-memory", [container(rl("", "100Mi"), rl("", "100Mi"))], [], None, "Burstable"),
+    ("burstable-no-limits", [container(rl("100m", "100Mi"))], [], None, "Burstable"),
+    (
+        "burstable-guaranteed",
+        [container(rl("1", "100Mi"), rl("2", "100Mi")), container(rl("100m", "100Mi"), rl("100m", "100Mi"))],
+        [],
+        None,
+        "Burstable",
+    ),
+    (
+        "burstable-unbounded-but-requests-match-limits",
+        [container(rl("100m", "100Mi"), rl("200m", "200Mi")), container(rl("100m", "100Mi"))],
+        [],
+        None,
+        "Burstable",
+    ),
+    ("burstable-1", [container(rl("10m", "100Mi"), rl("100m", "200Mi"))], [], None, "Burstable"),
+    ("burstable-2", [container(rl("0", "0"), rl("100m", "200Mi"))], [], None, "Burstable"),
+    (
+        "best-effort-hugepages",
+        [container(rl("0", "0", **{"hugepages-2Mi": "1Gi"}), rl("0", "0", **{"hugepages-2Mi": "1Gi"}))],
+        [],
+        None,
+        "BestEffort",
+    ),
+    (
+        "init-container",
+        [container()],
+        [container(rl("10m", "100Mi"), rl("100m", "200Mi"))],
+        None,
+        "Burstable",
+    ),
+    (
+        "guaranteed-with-pod-level-resources",
+        [container()],
+        [],
+        {"requests": rl("10m", "100Mi"), "limits": rl("10m", "100Mi")},
+        "Guaranteed",
+    ),
+    (
+        "guaranteed-with-pod-and-container-level-resources",
+        [container(rl("3m", "10Mi"), rl("5m", "20Mi"))],
+        [],
+        {"requests": rl("10m", "100Mi"), "limits": rl("10m", "100Mi")},
+        "Guaranteed",
+    ),
+    (
+        "burstable-with-pod-level-resources",
+        [container()],
+        [],
+        {"requests": rl("10m", "10Mi"), "limits": rl("20m", "50Mi")},
+        "Burstable",
+    ),
+    (
+        "burstable-with-pod-and-container-level-resources",
+        [container(rl("5m", "10Mi"), rl("5m", "10Mi"))],
+        [],
+        {"requests": rl("10m", "10Mi"), "limits": rl("20m", "50Mi")},
+        "Burstable",
+    ),
+    (
+        "burstable-with-pod-and-container-level-requests",
+        [container(rl("5m", "10Mi"))],
+        [],
+        {"requests": rl("10m", "10Mi")},
+        "Burstable",
+    ),
+    (
+        "pod-level resources set but empty: the containers do not count, so the pod is BestEffort",
+        [container(rl("1", "1Gi"), rl("1", "1Gi"))],
+        [],
+        {},
+        "BestEffort",
+    ),
+    (
+        "pod-level limits of cpu only: not Guaranteed though requests equal limits",
+        [container()],
+        [],
+        {"limits": rl("1")},
+        "Burstable",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "containers", "init", "resources", "expected"), UPSTREAM_QOS, ids=[c[0] for c in UPSTREAM_QOS]
+)
+def test_qos_class_follows_upstream_compute_pod_qos(case, containers, init, resources, expected):
+    fields = {"containers": containers, "init_containers": init}
+    if resources is not None:
+        fields["resources"] = resources
+    assert pod(**fields).qos_class == expected
+
+
 EFFECTIVE = [
     ("app containers are summed", [container({"cpu": "1"}), container({"cpu": "2"})], [], {}, {"cpu": 3000}),
     (

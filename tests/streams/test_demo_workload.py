@@ -84,13 +84,13 @@ def decision(
     return made
 
 
-def gpu_class(requests: dict[str, int], labels: dict[str, str]) -> str:
-    gpus = requests.get(GPU, 0)
-    if gpus == 0:
+def gpu_class(gpu: dict[str, int] | None) -> str:
+    """The kind of a pod by its `gpu` request (as JSON): none, a share of one card, one or several cards."""
+    if not gpu:
         return "cpu-only"
-    if gpus > 1:
+    if gpu.get("count", 1) > 1:
         return "multi-gpu"
-    return "shared-gpu" if "gpu-milli" in labels else "whole-gpu"
+    return "shared-gpu" if gpu.get("milli", 1000) < 1000 else "whole-gpu"
 
 
 def need_traces() -> None:
@@ -194,11 +194,11 @@ def test_the_node_mix_follows_the_hard_coded_table_for_a_large_cluster(tmp_path)
 def test_the_pod_mix_follows_the_hard_coded_shapes_for_a_large_sample(tmp_path):
     _, path = generate(tmp_path, nodes=10, pods=6000, metrics=False)
     pods = raw_requests(path)
-    observed = Counter(gpu_class(pod["containers"][0]["requests"], pod["labels"]) for pod in pods)
+    observed = Counter(gpu_class(pod.get("gpu")) for pod in pods)
     expected: Counter[str] = Counter()
     for shape in POD_SHAPES:
-        labels = {"gpu-milli": "x"} if shape.gpus == 1 and shape.gpu_milli < 1000 else {}
-        expected[gpu_class({GPU: shape.gpus}, labels)] += shape.pods
+        gpu = {"milli": shape.gpu_milli, "count": shape.gpus} if shape.gpus else None
+        expected[gpu_class(gpu)] += shape.pods
     whole = sum(expected.values())
     for kind, count in expected.items():
         # Binomial noise over 6,000 draws is under 0.5 pp for these shares; 2 pp leaves room.
@@ -214,7 +214,7 @@ def test_generated_nodes_and_pods_are_what_the_converter_makes_of_the_same_rows(
     _, path = generate(tmp_path, nodes=30, pods=2000, metrics=False)
     specs = [NodeEvent.model_validate(value).node for value in raw_values(path, "node-events")]
     raw = raw_requests(path)
-    chosen = {gpu_class(pod["containers"][0]["requests"], pod["labels"]): pod for pod in raw}
+    chosen = {gpu_class(pod.get("gpu")): pod for pod in raw}
     chosen["guaranteed"] = next(pod for pod in raw if pod["labels"]["qos"] == "Guaranteed")
     pods = sorted(
         (PodRequest.model_validate(pod) for pod in chosen.values()), key=lambda pod: pod.created_at or 0.0
@@ -233,9 +233,9 @@ def test_generated_nodes_and_pods_are_what_the_converter_makes_of_the_same_rows(
     ]
     for pod in pods:
         asked = pod.effective_requests
-        milli = pod.labels.get("gpu-milli", "1000" if asked.get(GPU) else "0")
+        cards, milli = (pod.gpu.count, pod.gpu.milli) if pod.gpu else (0, 0)
         pod_rows.append(
-            f"{pod.uid},{asked['cpu']},{asked['memory'] // MIB},{asked.get(GPU, 0)},{milli},,"
+            f"{pod.uid},{asked['cpu']},{asked['memory'] // MIB},{cards},{milli},,"
             f"{pod.labels['qos']},,{pod.created_at},"
         )
     (folder / "openb_pod_list_default.csv").write_text("\n".join(pod_rows) + "\n")

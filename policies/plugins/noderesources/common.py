@@ -61,7 +61,7 @@ def requested_and_allocatable(
     pod_request = int(info.vector[column]) if column is not None and column < len(info.vector) else 0
     if not use_requested and resource in ("cpu", "memory"):
         which = 0 if resource == "cpu" else 1
-        pod_request = info.nonzero_cpu if which == 0 else info.nonzero_memory
+        pod_request = info.score_cpu if which == 0 else info.score_memory
         return snapshot.nonzero[nodes, which] + pod_request, snapshot.allocatable[
             nodes, snapshot.column[resource]
         ]

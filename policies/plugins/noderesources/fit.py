@@ -261,7 +261,7 @@ class NodeResourcesFit:
         if block is None:
             return None
         info, allocatable = ctx.info, block[:2]
-        score = block[2:4] + np.array([[float(info.nonzero_cpu)], [float(info.nonzero_memory)]])
+        score = block[2:4] + np.array([[float(info.score_cpu)], [float(info.score_memory)]])
         if self.strategy == "LeastAllocated":
             np.subtract(allocatable, score, out=score)
             score *= float(MAX_NODE_SCORE)

@@ -1,26 +1,44 @@
 """The placement agent: one `Shard` per sequencer partition this worker owns.
 
-A shard's state is rebuilt, not restored: when a worker receives a partition's first envelope (at start,
-after a crash, or taking over from a worker that left), it replays the partition from the beginning up to
-that envelope with outputs discarded. Placement is a pure function of the partition's envelopes, so the
-rebuilt state is the state the previous owner had when it last committed; what it did after that commit
-is redone and re-sent, and the applier's idempotence per uid absorbs the repeats.
+A shard's state is restored, then caught up: when a worker receives a partition's first envelope (at start,
+after a crash, or taking over from a worker that left), it loads the shard's newest readable checkpoint
+(`streams.core.checkpoint`, docs/checkpoints.md) and replays the sequencer from the checkpoint's offset up
+to that envelope with outputs discarded (the whole partition when the shard has no checkpoint yet).
+Placement is a pure function of the partition's envelopes, so the state is the one the previous owner had
+when it last committed; what it did after that commit is redone and re-sent, and the applier's idempotence
+per uid absorbs the repeats. A checkpoint taken after the last commit is newer still: the records before
+it are then skipped, not applied twice, which is safe because the worker flushes every output before it
+writes a checkpoint.
+
+Every `Settings.checkpoint_every_envelopes` records (or `checkpoint_every_s` seconds) the agent writes a
+checkpoint, alternating between two slots per shard on the compacted checkpoints topic, and then deletes
+the sequencer records behind the older slot (`Settings.sequencer_delete_behind_checkpoints`): a checkpoint
+that turns out unreadable falls back to the other one. A checkpoint that cannot be read is one log line and
+a dead letter; with neither readable and the history behind them deleted, the agent stops rather than
+place from a wrong state.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import logging
+import os
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka.errors import KafkaError
 from prometheus_client import Histogram
 
 from schemas.codec import encode
 from schemas.events import Binding, BindingResult, DeadLetter
 from schemas.exceptions import InvalidInput
+from streams.core.checkpoint import CheckpointError, decode_checkpoint, encode_checkpoint
 from streams.core.decoders import dead_letter
 from streams.core.sequencer import Envelope, Kind, decode_envelopes, encode_envelope, tick_envelope
 from streams.core.shard import Counted, Output, Refused, Release, Shard
@@ -38,7 +56,19 @@ from streams.runtime.agents.common import (
 from streams.runtime.security import client_security, consumer_limits
 from streams.settings import Settings
 
-__all__ = ["PlacementAgent", "register"]
+if TYPE_CHECKING:
+    from streams.runtime.agents.standby import Standby
+
+__all__ = [
+    "SLOTS",
+    "CheckpointRecords",
+    "PlacementAgent",
+    "checkpoint_records",
+    "checkpoint_write",
+    "read_checkpoints",
+    "register",
+    "slot_key",
+]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +76,17 @@ STALE_SHARE = 0.5
 """`/health` calls a replay session stale once it has gone this share of ``replay_session_timeout_s``
 without a watermark: the replayer resends one every second or so, so by then it is gone or cut off, and
 the operator hears of it before the timeout ends the session."""
+
+SLOTS = ("a", "b")
+"""A shard's two checkpoint slots, written in turn: the older one is the fallback while the newer is
+written, and the sequencer is kept from the older one's offset on."""
+
+_PART_SHARE = 0.9
+"""Of ``max_message_bytes``, what one checkpoint part may take (the rest is the record's own overhead)."""
+
+PAUSE_BEFORE_MANIFEST_ENV = "EYRIE_TEST_CHECKPOINT_PAUSE_S"
+"""Tests only: seconds a worker waits between a checkpoint's parts (flushed, with a log line) and its
+manifest, so a test can kill it while a checkpoint is half written. Unset in any real deployment."""
 
 
 def register(app: EyrieApp, topics: Topics) -> None:
@@ -55,33 +96,154 @@ def register(app: EyrieApp, topics: Topics) -> None:
     topics.observe.replay_sessions = agent.replay_sessions
     # mode types an async receiver oddly
     app.on_partitions_revoked.connect(agent.forget_revoked)  # type: ignore[arg-type]
+    if topics.settings.standby_shards:
+        from streams.runtime.agents.standby import Standby
+
+        agent.standby = Standby(topics.settings)
+        app.on_partitions_assigned.connect(agent.standby.on_assigned)  # type: ignore[arg-type]
+        app.task(agent.standby.run)
 
 
 @dataclass(slots=True)
 class _Owned:
     shard: Shard
     next_offset: int
+    """The sequencer offset of the next record to apply: records below it are skipped."""
+    since_checkpoint: int = 0
+    """Sequencer records applied since the latest checkpoint."""
+    checkpointed_at: float = field(default_factory=time.monotonic)
+    slots: dict[str, int] = field(default_factory=dict)
+    """Slot → offset of the readable checkpoint it holds."""
 
 
-async def _rebuild(settings: Settings, partition: int, until: int) -> Shard:
-    shard = Shard()
-    if until <= 0:
-        return shard
-    started = time.monotonic()
-    consumer = AIOKafkaConsumer(
+def slot_key(partition: int, slot: str, part: int | None = None) -> bytes:
+    """The checkpoint topic's keys: a manifest per shard and slot, and the parts it names."""
+    return f"shard-{partition}/{slot}".encode() + (b"" if part is None else f"/part-{part}".encode())
+
+
+@dataclass(slots=True)
+class CheckpointRecords:
+    """The latest value of every key of one shard's partition of the checkpoints topic."""
+
+    partition: int
+    values: dict[bytes, bytes] = field(default_factory=dict)
+
+    def manifest(self, slot: str) -> dict[str, Any] | None:
+        raw = self.values.get(slot_key(self.partition, slot))
+        if raw is None:
+            return None
+        try:
+            manifest = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return {"error": "its manifest is not JSON"}
+        return manifest if isinstance(manifest, dict) else {"error": "its manifest is not an object"}
+
+    def checkpoint(self, slot: str) -> tuple[bytes, int]:
+        """The slot's checkpoint bytes and offset; `CheckpointError` when they cannot be put together."""
+        manifest = self.manifest(slot)
+        if manifest is None:
+            raise CheckpointError("no checkpoint")
+        if "error" in manifest:
+            raise CheckpointError(str(manifest["error"]))
+        parts, digest, offset = manifest.get("parts"), manifest.get("sha256"), manifest.get("offset")
+        if not isinstance(parts, int) or not isinstance(digest, str) or not isinstance(offset, int):
+            raise CheckpointError("its manifest lacks parts, sha256 or offset")
+        chunks = [self.values.get(slot_key(self.partition, slot, i)) for i in range(parts)]
+        data = b"".join(chunk or b"" for chunk in chunks)
+        if any(chunk is None for chunk in chunks) or hashlib.sha256(data).hexdigest() != digest:
+            raise CheckpointError("its parts do not match its manifest (a write cut short, or corrupt)")
+        return data, offset
+
+
+def checkpoint_records(
+    partition: int, slot: str, data: bytes, offset: int, limit: int
+) -> list[tuple[bytes, bytes]]:
+    """(key, value) of a checkpoint in `slot`: its parts of at most `limit` bytes, then the manifest that
+    names them, which is what makes the slot's new checkpoint the one read."""
+    size = max(1, limit)
+    parts = [data[i : i + size] for i in range(0, len(data), size)] or [b""]
+    manifest = {
+        "offset": offset,
+        "parts": len(parts),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+        "written_at": time.time(),
+    }
+    records = [(slot_key(partition, slot, i), part) for i, part in enumerate(parts)]
+    return [*records, (slot_key(partition, slot), orjson.dumps(manifest))]
+
+
+def checkpoint_write(
+    shard: Shard, partition: int, offset: int, slots: dict[str, int], max_message_bytes: int
+) -> tuple[str, int, list[tuple[bytes, bytes]]]:
+    """What a worker writes to checkpoint `shard` before sequencer record `offset`, given the readable
+    checkpoints it keeps (`slots`: slot → offset): the slot (the older, or an empty one), the checkpoint's
+    size in bytes, and its (key, value) records in write order. `CheckpointError` when the shard cannot be
+    encoded. Pure, so a generated history (bench.recovery) holds exactly what a live worker writes."""
+    data = encode_checkpoint(shard, offset)
+    slot = min(SLOTS, key=lambda name: slots.get(name, -1))
+    limit = int(max_message_bytes * _PART_SHARE)
+    return slot, len(data), checkpoint_records(partition, slot, data, offset, limit)
+
+
+def _consumer(settings: Settings) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
         group_id=None,
         enable_auto_commit=False,
         **consumer_limits(settings, 32 * 1024 * 1024, 8 * 1024 * 1024),
         **client_security(settings),
     )
-    tp = TopicPartition(settings.topic("sequencer"), partition)
-    breathe = Breather()  # a long history takes seconds, and the worker's Kafka consumer shares this loop
+
+
+async def read_checkpoints(settings: Settings, partition: int) -> CheckpointRecords:
+    """Every record of the shard's checkpoint partition, latest per key (the topic is compacted: a few
+    checkpoints' worth, and what compaction has not removed yet)."""
+    consumer = _consumer(settings)
+    tp = TopicPartition(settings.topic("checkpoints"), partition)
+    records = CheckpointRecords(partition)
     await consumer.start()
     try:
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
-        position = await consumer.position(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
+        while await consumer.position(tp) < end:
+            batches = await consumer.getmany(tp, timeout_ms=1000, max_records=1000)
+            for message in batches.get(tp, []):
+                if message.key is None:
+                    continue
+                if message.value is None:  # a tombstone
+                    records.values.pop(message.key, None)
+                else:
+                    records.values[message.key] = message.value
+    finally:
+        await consumer.stop()
+    return records
+
+
+async def _rebuild(
+    settings: Settings, partition: int, until: int, start: int = 0, shard: Shard | None = None
+) -> Shard:
+    """`shard` (a fresh one by default) after the sequencer records [start, until), outputs discarded.
+    Raises `CheckpointError` when records of that range were deleted."""
+    shard = shard if shard is not None else Shard()
+    if until <= start:
+        return shard
+    started = time.monotonic()
+    consumer = _consumer(settings)
+    tp = TopicPartition(settings.topic("sequencer"), partition)
+    breathe = Breather()  # a long tail takes seconds, and the worker's Kafka consumer shares this loop
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        first = (await consumer.beginning_offsets([tp]))[tp]
+        if first > start:
+            raise CheckpointError(
+                f"sequencer records {start}..{first - 1} of shard {partition} were deleted, and no "
+                "readable checkpoint covers them"
+            )
+        consumer.seek(tp, start)
+        position = start
         while position < until:
             batches = await consumer.getmany(tp, timeout_ms=1000, max_records=5000)
             for message in batches.get(tp, []):
@@ -101,7 +263,8 @@ async def _rebuild(settings: Settings, partition: int, until: int) -> Shard:
             position = await consumer.position(tp)
     finally:
         await consumer.stop()
-    log.warning("shard %d rebuilt from %d envelopes in %.1f s", partition, until, time.monotonic() - started)
+    elapsed = time.monotonic() - started
+    log.warning("shard %d: replayed sequencer records %d..%d in %.1f s", partition, start, until - 1, elapsed)
     return shard
 
 
@@ -115,6 +278,10 @@ class PlacementAgent:
         self.owned: dict[int, _Owned] = {}
         self.timeout = self.settings.replay_session_timeout_s
         self.sequencer = self.settings.topic("sequencer")
+        self.checkpoints = self.settings.topic("checkpoints")
+        self._admin: AIOKafkaAdminClient | None = None
+        self.standby: Standby | None = None
+        """The shards this worker follows without owning them (`streams.runtime.agents.standby`)."""
 
     async def run(self, stream: Any) -> None:
         breathe = Breather()
@@ -122,6 +289,8 @@ class PlacementAgent:
             for event in events:
                 message = event.message
                 current = await self.owner_of(message)
+                if current is None:
+                    continue  # applied already: the shard's checkpoint is newer than this record
                 try:
                     envelopes = decode_envelopes(message.value)
                 except InvalidInput as exc:
@@ -133,18 +302,136 @@ class PlacementAgent:
                         continue
                     await self.place(current, message, envelope)
                     await breathe()
+                await self.after_record(current, message.partition)
 
-    async def owner_of(self, message: Any) -> _Owned:
-        """The shard of the message's partition, rebuilt first if this worker has not followed the partition
-        up to the message."""
+    async def owner_of(self, message: Any) -> _Owned | None:
+        """The shard of the message's partition, restored first if this worker has not followed the
+        partition up to the message; None when the shard has applied the message already."""
         current = self.owned.get(message.partition)
-        if current is None or current.next_offset != message.offset:
-            # First sight of this partition, or a gap: someone else owned it meanwhile.
-            current = self.owned[message.partition] = _Owned(
-                await _rebuild(self.settings, message.partition, message.offset), message.offset
+        if current is None or current.next_offset < message.offset:
+            # First sight of this partition, or a gap: someone else owned it meanwhile. A shard the standby
+            # followed is adopted where a restore would have put it.
+            partition, offset = message.partition, message.offset
+            adopted = None if self.standby is None else await self.standby.adopt(partition, offset)
+            current = self.owned[partition] = (
+                _Owned(*adopted) if adopted else await self.restore(partition, offset)
             )
+        if message.offset < current.next_offset:
+            return None
         current.next_offset = message.offset + 1
         return current
+
+    async def restore(self, partition: int, until: int) -> _Owned:
+        """The shard of `partition` ready to apply record `until`, or a later one if its newest checkpoint
+        is newer: the newest readable checkpoint, then the sequencer's records after it."""
+        records = await read_checkpoints(self.settings, partition)
+        found: list[tuple[int, str, bytes]] = []
+        for slot in SLOTS:
+            if records.manifest(slot) is None:
+                continue
+            try:
+                data, offset = records.checkpoint(slot)
+            except CheckpointError as exc:
+                await self.unreadable(partition, slot, exc.reason)
+                continue
+            found.append((offset, slot, data))
+        slots = {slot: offset for offset, slot, _ in found}
+        for offset, slot, data in sorted(found, reverse=True):
+            try:
+                shard, at = decode_checkpoint(data)
+                if at != offset:
+                    raise CheckpointError(f"it says offset {at}, its manifest {offset}")
+            except CheckpointError as exc:
+                await self.unreadable(partition, slot, exc.reason)
+                del slots[slot]
+                continue
+            start = time.monotonic()
+            shard = await _rebuild(self.settings, partition, until, at, shard)
+            log.warning(
+                "shard %d: restored from checkpoint %s at offset %d (%d records behind %d) in %.1f s",
+                partition,
+                slot,
+                at,
+                max(0, until - at),
+                until,
+                time.monotonic() - start,
+            )
+            return _Owned(shard, max(at, until), slots=slots)
+        # No checkpoint: the whole partition, which `_rebuild` refuses if its start was deleted.
+        return _Owned(await _rebuild(self.settings, partition, until), until, slots=slots)
+
+    async def unreadable(self, partition: int, slot: str, reason: str) -> None:
+        log.error("shard %d: checkpoint %s cannot be read (%s); falling back", partition, slot, reason)
+        letter = dead_letter(
+            self.checkpoints, partition, None, slot_key(partition, slot), None, f"checkpoint: {reason}"
+        )
+        await send_dead_letter(self.topics, letter)
+
+    async def after_record(self, current: _Owned, partition: int) -> None:
+        """Count a record applied, and checkpoint the shard when it is due."""
+        current.since_checkpoint += 1
+        settings = self.settings
+        every, every_s = settings.checkpoint_every_envelopes, settings.checkpoint_every_s
+        due = (every and current.since_checkpoint >= every) or (
+            every_s and time.monotonic() - current.checkpointed_at >= every_s
+        )
+        if due:
+            await self.checkpoint(partition, current)
+
+    async def checkpoint(self, partition: int, current: _Owned) -> None:
+        """Write the shard's state at its next offset into its older slot, then drop the sequencer's
+        records behind the other slot."""
+        started = time.monotonic()
+        offset = current.next_offset
+        try:
+            slot, size, records = checkpoint_write(
+                current.shard, partition, offset, current.slots, self.settings.max_message_bytes
+            )
+        except CheckpointError as exc:  # a bug: the shard goes on, its tail grows, the operator hears
+            log.error("shard %d: cannot write a checkpoint: %s", partition, exc.reason)
+            current.since_checkpoint, current.checkpointed_at = 0, time.monotonic()
+            return
+        producer = self.topics.app.producer
+        # Every output of the records before `offset` is on its topic before a checkpoint says they were
+        # applied: a worker restoring it skips those records.
+        await producer.flush()
+        for key, value in records[:-1]:
+            await send(self.topics, "checkpoints", key, value, partition)
+        pause = float(os.environ.get(PAUSE_BEFORE_MANIFEST_ENV) or 0)
+        if pause > 0:
+            await producer.flush()
+            log.warning("shard %d: checkpoint %s parts written, manifest in %.1f s", partition, slot, pause)
+            await asyncio.sleep(pause)
+        await send(self.topics, "checkpoints", *records[-1], partition)
+        await producer.flush()
+        current.slots[slot] = offset
+        current.since_checkpoint, current.checkpointed_at = 0, time.monotonic()
+        log.info(
+            "shard %d: checkpoint %s at offset %d, %d bytes, in %.2f s",
+            partition,
+            slot,
+            offset,
+            size,
+            time.monotonic() - started,
+        )
+        if self.settings.sequencer_delete_behind_checkpoints and len(current.slots) == len(SLOTS):
+            await self.delete_behind(partition, min(current.slots.values()))
+
+    async def delete_behind(self, partition: int, offset: int) -> None:
+        """Delete the shard's sequencer records before `offset` (the older kept checkpoint's)."""
+        try:
+            if self._admin is None:
+                self._admin = AIOKafkaAdminClient(
+                    bootstrap_servers=self.settings.bootstrap_servers,
+                    request_timeout_ms=self.settings.request_timeout_ms,
+                    client_id=self.settings.client_id,
+                    **client_security(self.settings),
+                )
+                await self._admin.start()
+            tp = TopicPartition(self.sequencer, partition)
+            await self._admin.delete_records({tp: RecordsToDelete(offset)})
+        except KafkaError as exc:  # next checkpoint tries again; meanwhile the tail is only longer
+            log.warning("shard %d: cannot delete sequencer records before %d: %s", partition, offset, exc)
 
     async def place(self, current: _Owned, message: Any, envelope: Envelope) -> None:
         """One envelope through the shard, and what it decided out."""

@@ -184,7 +184,10 @@ def test_a_pod_no_node_passes_falls_back_to_one_by_one_and_gets_the_fit_error():
     result = outcomes_by_uid(s.schedule(0.0))
     assert isinstance(result["ok"], Placed)
     assert isinstance(result["huge"], Unschedulable)
-    assert result["huge"].message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert result["huge"].message == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
 
 
 def test_pods_the_batch_cannot_fit_together_go_one_by_one_and_no_node_is_overfilled():
