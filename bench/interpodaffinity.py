@@ -32,7 +32,7 @@ from policies.scheduler import Placed, Scheduler
 from schemas.node import NodeSpec
 from schemas.pod import PodRequest
 
-__all__ = ["main"]
+__all__ = ["main", "plugin_cost"]
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -132,11 +132,11 @@ def _run(scheduler: Scheduler, pods: list[PodRequest]) -> tuple[float, int]:
     return time.perf_counter() - start, placed
 
 
-def _plugin_cost(scheduler: Scheduler, pods: list[PodRequest]) -> float:
-    """Seconds per pod for the plugin's filter and score alone, over every node, on the loaded cluster."""
-    profile = next(iter(scheduler.profiles.get(name) for name in scheduler.profiles.names()))
+def plugin_cost(scheduler: Scheduler, pods: list[PodRequest], name: str = NAME) -> float:
+    """Seconds per pod for one plugin's filter and score alone, over every node, on the loaded cluster."""
+    profile = next(iter(scheduler.profiles.get(profile) for profile in scheduler.profiles.names()))
     assert profile is not None
-    plugin = profile.plugin(NAME)
+    plugin = profile.plugin(name)
     snapshot = scheduler.snapshot
     rows = snapshot.live_rows()
     start = time.perf_counter()
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         figures[f"{label}_placed"] = placed
         print(f"{label:>8} {NAME}: {len(pods) / seconds:9.1f} pods/s, {placed} placed")
         if with_plugin:
-            per_pod = _plugin_cost(scheduler, pods[: min(len(pods), 500)])
+            per_pod = plugin_cost(scheduler, pods[: min(len(pods), 500)])
             figures["plugin_us_per_pod"] = round(per_pod * 1e6, 1)
             print(f"{NAME} filter + score alone: {per_pod * 1e6:.1f} µs per pod")
     figures["ratio"] = round(figures["with_pods_per_s"] / figures["without_pods_per_s"], 3)

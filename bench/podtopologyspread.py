@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from typing import Any
 
-import numpy as np
 import orjson
 
-from bench.interpodaffinity import _existing, _nodes, _run, _stream
+from bench.interpodaffinity import _existing, _nodes, _run, _stream, plugin_cost
 from policies.drive import make_scheduler
-from policies.framework.contract import CycleContext
 from policies.framework.profile import parse_profile
 from policies.scheduler import Scheduler
 from schemas.node import NodeSpec
@@ -53,22 +50,6 @@ def _scheduler(nodes: list[NodeSpec], existing: list[PodRequest], with_plugin: b
     return scheduler
 
 
-def _plugin_cost(scheduler: Scheduler, pods: list[PodRequest]) -> float:
-    """Seconds per pod for the plugin's filter and score alone, over every node."""
-    profile = scheduler.profiles.get("default")
-    assert profile is not None
-    plugin = profile.plugin(NAME)
-    snapshot = scheduler.snapshot
-    rows = snapshot.live_rows()
-    start = time.perf_counter()
-    for pod in pods:
-        ctx = CycleContext(pod, snapshot.pod_info(pod), snapshot, 0.0)
-        keep = plugin.filter(ctx, slice(0, snapshot.rows))
-        nodes = rows if keep is None else np.flatnonzero(keep)
-        plugin.score(ctx, nodes)
-    return (time.perf_counter() - start) / max(len(pods), 1)
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m bench.podtopologyspread")
     parser.add_argument("--nodes", type=int, default=5000)
@@ -88,7 +69,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         figures[f"{label}_placed"] = placed
         print(f"{label:>8} {NAME}: {len(pods) / seconds:9.1f} pods/s, {placed} placed")
         if with_plugin:
-            per_pod = _plugin_cost(scheduler, pods[: min(len(pods), 500)])
+            per_pod = plugin_cost(scheduler, pods[: min(len(pods), 500)], NAME)
             figures["plugin_us_per_pod"] = round(per_pod * 1e6, 1)
             print(f"{NAME} filter + score alone: {per_pod * 1e6:.1f} µs per pod")
     figures["ratio"] = round(figures["with_pods_per_s"] / figures["without_pods_per_s"], 3)

@@ -22,10 +22,8 @@ import pytest
 
 from bench.recovery import topic_bytes
 from schemas.eventlog import read_events
-from schemas.events import Binding
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
-from streams.client import latest_decisions
 from streams.core.checkpoint import decode_checkpoint
 from streams.core.sequencer import Envelope, Kind
 from streams.core.shard import Shard
@@ -41,13 +39,12 @@ from streams.runtime.agents.placement import (
 from streams.settings import Settings
 from tests.faults.table import FaultRow, checkpoint_settings, record_row
 from tests.faults.test_faults import (
-    FINAL,
     QUIET_S,
     REBUILT,
     SETTLED,
     Progress,
     follow,
-    ledger_overcommitted,
+    judge,
     read_outputs,
     until,
 )
@@ -221,21 +218,13 @@ def test_a_worker_killed_at_seeded_points_and_mid_checkpoint_places_every_pod_as
     logs = pipeline.logs()
     rebuilds = [float(seconds) for seconds in REBUILT.findall(logs)]
 
-    latest = {
-        d.uid: d
-        for d in latest_decisions(
-            {b.uid: b for b in stream if isinstance(b, Binding)}, {r.uid: r for r in results}
-        )
-    }
-    lost = {uid for uid in uids if latest.get(uid) is None or latest[uid].status not in FINAL}
-    applied_nodes: dict[str, set[str]] = {}
-    for result in results:
-        if result.status == "applied":
-            applied_nodes.setdefault(result.uid, set()).add(result.node or "")
-    duplicated = {uid for uid, nodes in applied_nodes.items() if len(nodes) > 1}
-    over = ledger_overcommitted(log, stream, results)
-    offline_nodes = {d.uid: d.node for d in offline.decisions}
-    differing = sorted(uid for uid in uids if latest.get(uid) and latest[uid].node != offline_nodes.get(uid))
+    verdict = judge(uids, stream, results, log, offline)
+    lost, duplicated, over, differing = (
+        verdict.lost,
+        verdict.duplicated,
+        verdict.overcommitted,
+        verdict.differing,
+    )
     record_row(
         FaultRow(
             fault=f"worker SIGKILL ×{KILLS} at seeded points, one mid-checkpoint",

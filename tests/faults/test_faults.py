@@ -19,7 +19,7 @@ import shutil
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -232,6 +232,46 @@ def ledger_overcommitted(
     return over
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a fault run did to the pods: each set names pods (or, for `overcommitted`, nodes)."""
+
+    lost: set[str]
+    """Without a final decision."""
+    duplicated: set[str]
+    """Applied on two nodes."""
+    overcommitted: set[str]
+    differing: list[str]
+    """Bound elsewhere than the offline replay binds them."""
+
+
+def judge(
+    uids: Iterable[str],
+    stream: list[Binding | PodDeleted],
+    results: list[BindingResult],
+    log: Path,
+    offline: OfflineResult,
+) -> Verdict:
+    """The verdict of a run from what the bindings and binding-results topics hold, against the offline
+    replay of the same log."""
+    uids = list(uids)
+    latest = {
+        d.uid: d
+        for d in latest_decisions(
+            {b.uid: b for b in stream if isinstance(b, Binding)}, {r.uid: r for r in results}
+        )
+    }
+    lost = {uid for uid in uids if latest.get(uid) is None or latest[uid].status not in FINAL}
+    applied_nodes: dict[str, set[str]] = {}
+    for result in results:
+        if result.status == "applied":
+            applied_nodes.setdefault(result.uid, set()).add(result.node or "")
+    duplicated = {uid for uid, nodes in applied_nodes.items() if len(nodes) > 1}
+    offline_nodes = {d.uid: d.node for d in offline.decisions}
+    differing = sorted(uid for uid in uids if latest.get(uid) and latest[uid].node != offline_nodes.get(uid))
+    return Verdict(lost, duplicated, ledger_overcommitted(log, stream, results), differing)
+
+
 async def read_outputs(settings: Settings) -> tuple[list[Binding | PodDeleted], list[BindingResult]]:
     stream: list[Binding | PodDeleted] = []
     results: list[BindingResult] = []
@@ -376,21 +416,13 @@ def test_after_the_fault_every_pod_is_decided_once_no_node_overfills_and_live_eq
         pipeline.stop()
     rebuilds = [float(seconds) for seconds in REBUILT.findall(pipeline.logs())]
 
-    latest = {
-        d.uid: d
-        for d in latest_decisions(
-            {b.uid: b for b in stream if isinstance(b, Binding)}, {r.uid: r for r in results}
-        )
-    }
-    lost = {uid for uid in uids if latest.get(uid) is None or latest[uid].status not in FINAL}
-    applied_nodes: dict[str, set[str]] = {}
-    for result in results:
-        if result.status == "applied":
-            applied_nodes.setdefault(result.uid, set()).add(result.node or "")
-    duplicated = {uid for uid, nodes in applied_nodes.items() if len(nodes) > 1}
-    over = ledger_overcommitted(log, stream, results)
-    offline_nodes = {d.uid: d.node for d in offline.decisions}
-    differing = sorted(uid for uid in uids if latest.get(uid) and latest[uid].node != offline_nodes.get(uid))
+    verdict = judge(uids, stream, results, log, offline)
+    lost, duplicated, over, differing = (
+        verdict.lost,
+        verdict.duplicated,
+        verdict.overcommitted,
+        verdict.differing,
+    )
     record_row(
         FaultRow(
             fault=fault,

@@ -128,12 +128,9 @@ def test_every_table_changelog_is_created_to_compact_within_minutes(tmp_path: Pa
 
 @pytest.mark.kafka
 def test_the_recovery_benchmark_measures_a_fresh_worker_and_applier_and_ends_with_its_json(
-    tmp_path: Path,
+    tmp_path: Path, kafka_bootstrap: str
 ) -> None:
-    env = {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
-    }
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
     done = run_module("bench.recovery", "--quick", "--out", tmp_path, env=env, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     figures = orjson.loads(done.stdout.strip().splitlines()[-1])

@@ -22,18 +22,16 @@ import pytest
 from schemas.eventlog import read_events
 from schemas.events import Binding, BindingResult
 from schemas.pod import PodDeleted, PodRequest
-from streams.client import latest_decisions
 from streams.demo.workload import NODE_SECONDS_PER_ARRIVAL, generate_gpu_like_log
 from streams.local.broker import free_ports
 from streams.recording.replay import OfflineResult, replay_live, replay_offline
 from streams.settings import Settings
 from tests.faults.test_faults import (
-    FINAL,
     QUIET_S,
     SETTLED,
     Progress,
     follow,
-    ledger_overcommitted,
+    judge,
     owner_of_placement,
     read_outputs,
     until,
@@ -143,21 +141,13 @@ def test_the_survivor_places_again_within_failure_detection_and_every_pod_ends_a
         assert adopted, "the survivor did not adopt the standby's shard"
         assert takeover <= detection_bound(settings), (takeover, detection_bound(settings))
 
-    latest = {
-        d.uid: d
-        for d in latest_decisions(
-            {b.uid: b for b in stream if isinstance(b, Binding)}, {r.uid: r for r in results}
-        )
-    }
-    lost = {uid for uid in uids if latest.get(uid) is None or latest[uid].status not in FINAL}
-    applied_nodes: dict[str, set[str]] = {}
-    for result in results:
-        if result.status == "applied":
-            applied_nodes.setdefault(result.uid, set()).add(result.node or "")
-    duplicated = {uid for uid, nodes in applied_nodes.items() if len(nodes) > 1}
-    over = ledger_overcommitted(log, stream, results)
-    offline_nodes = {d.uid: d.node for d in offline.decisions}
-    differing = sorted(uid for uid in uids if latest.get(uid) and latest[uid].node != offline_nodes.get(uid))
+    verdict = judge(uids, stream, results, log, offline)
+    lost, duplicated, over, differing = (
+        verdict.lost,
+        verdict.duplicated,
+        verdict.overcommitted,
+        verdict.differing,
+    )
     assert not lost, f"{len(lost)} pods without a final decision, e.g. {sorted(lost)[:3]}"
     assert not duplicated, f"{len(duplicated)} pods applied on two nodes, e.g. {sorted(duplicated)[:3]}"
     assert not over, f"nodes over allocatable: {sorted(over)[:5]}"
