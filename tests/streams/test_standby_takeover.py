@@ -92,6 +92,10 @@ def run_and_kill(
             follower = asyncio.create_task(follow(settings, progress, stop))
             replay = asyncio.create_task(replay_live(log, settings))
             await until(lambda: progress.count() >= KILL_AT * PODS, f"{KILL_AT:.0%} of the results")
+            if standby:
+                # Only the worker that does not own the shard follows it; on a loaded machine it may start
+                # following after the results above, and a kill before that tests nothing of the standby.
+                await until(lambda: "standby: following shards" in pipeline.logs(), "the standby following")
             owner = owner_of_placement(ports, settings)
             killed = time.monotonic()
             killed_wall = time.time()
