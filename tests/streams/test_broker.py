@@ -71,9 +71,10 @@ def listening_socket() -> Iterator[socket.socket]:
 
 
 def test_broker_up_returns_once_metadata_answers_and_down_stops_it(tmp_path: Path) -> None:
-    port, data = str(free_port()), str(tmp_path / "broker")
+    port, controller = (str(p) for p in free_ports(2))
+    data = str(tmp_path / "broker")
 
-    started = run_cli("up", "-p", port, "-d", data)
+    started = run_cli("up", "-p", port, "--controller-port", controller, "-d", data)
     assert started.returncode == 0, started.stderr
     line = one_line(started.stdout)
     match = re.fullmatch(
@@ -165,7 +166,8 @@ def test_a_broker_that_dies_while_starting_raises_one_line_quoting_its_log(tmp_p
     (tmp_path / "logs" / "meta.properties").write_text(
         "version=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\nnode.id=7\n"
     )
-    broker = LocalBroker(port=free_port(), data_dir=tmp_path)
+    port, controller = free_ports(2)
+    broker = LocalBroker(port=port, data_dir=tmp_path, controller_port=controller)
 
     with pytest.raises(BrokerError) as raised:
         broker.up(timeout=30.0)

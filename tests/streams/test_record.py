@@ -463,9 +463,11 @@ async def _publish_live_traffic(settings: Settings) -> set[str]:
         await client.send("config", "packer", PACKER)
         await client.flush()
         await asyncio.sleep(1.5)  # profiles and pods travel different topics
+        # Small enough that all four fit beside whatever the earlier pods left on any one node, so
+        # MostAllocated keeps choosing the node it chose first.
         for i in range(4):
             uids.add(f"packed-{i}")
-            await client.publish_pod(pod(f"packed-{i}", "500m", scheduler_name="packer"))
+            await client.publish_pod(pod(f"packed-{i}", "100m", scheduler_name="packer"))
         uids.add("too-big")
         await client.publish_pod(pod("too-big", "64"))
         await client.flush()
