@@ -32,7 +32,7 @@ from policies.scheduler import Placed, Scheduler
 from schemas.node import NodeSpec
 from schemas.pod import PodRequest
 
-__all__ = ["main", "plugin_cost"]
+__all__ = ["app_stream", "existing_pods", "main", "plugin_cost", "timed_run", "zoned_nodes"]
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -40,7 +40,7 @@ NAME = "InterPodAffinity"
 SPREAD = "PodTopologySpread"
 
 
-def _nodes(count: int) -> list[NodeSpec]:
+def zoned_nodes(count: int) -> list[NodeSpec]:
     return [
         NodeSpec(
             name=f"node-{i:05d}",
@@ -55,7 +55,7 @@ def _anti(app: str) -> dict[str, Any]:
     return {"required": [{"label_selector": {"match_labels": {"app": app}}, "topology_key": HOST}]}
 
 
-def _existing(rng: random.Random, count: int, apps: int) -> list[PodRequest]:
+def existing_pods(rng: random.Random, count: int, apps: int) -> list[PodRequest]:
     pods = []
     for i in range(count):
         app = f"old-{rng.randrange(apps * 4)}"
@@ -70,7 +70,7 @@ def _existing(rng: random.Random, count: int, apps: int) -> list[PodRequest]:
     return pods
 
 
-def _stream(rng: random.Random, count: int, apps: int, spread: bool) -> list[PodRequest]:
+def app_stream(rng: random.Random, count: int, apps: int, spread: bool) -> list[PodRequest]:
     pods = []
     for i in range(count):
         app = f"app-{rng.randrange(apps)}"
@@ -123,7 +123,7 @@ def _scheduler(
     return scheduler
 
 
-def _run(scheduler: Scheduler, pods: list[PodRequest]) -> tuple[float, int]:
+def timed_run(scheduler: Scheduler, pods: list[PodRequest]) -> tuple[float, int]:
     gc.collect()
     placed = 0
     start = time.perf_counter()
@@ -157,13 +157,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=1)
     options = parser.parse_args(argv)
     spread = SPREAD in registry()
-    nodes = _nodes(options.nodes)
-    existing = _existing(random.Random(options.seed), options.existing, options.apps)
-    pods = _stream(random.Random(options.seed + 1), options.pods, options.apps, spread)
+    nodes = zoned_nodes(options.nodes)
+    existing = existing_pods(random.Random(options.seed), options.existing, options.apps)
+    pods = app_stream(random.Random(options.seed + 1), options.pods, options.apps, spread)
     figures: dict[str, Any] = {"nodes": options.nodes, "pods": options.pods, "spread": spread}
     for label, with_plugin in (("without", False), ("with", True)):
         scheduler = _scheduler(nodes, existing, with_plugin, spread)
-        seconds, placed = _run(scheduler, pods)
+        seconds, placed = timed_run(scheduler, pods)
         figures[f"{label}_pods_per_s"] = round(len(pods) / seconds, 1)
         figures[f"{label}_placed"] = placed
         print(f"{label:>8} {NAME}: {len(pods) / seconds:9.1f} pods/s, {placed} placed")

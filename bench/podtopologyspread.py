@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from bench.interpodaffinity import _existing, _nodes, _run, _stream, plugin_cost
+from bench.interpodaffinity import app_stream, existing_pods, plugin_cost, timed_run, zoned_nodes
 from policies.drive import make_scheduler
 from policies.framework.profile import parse_profile
 from policies.scheduler import Scheduler
@@ -58,13 +58,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--existing", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=1)
     options = parser.parse_args(argv)
-    nodes = _nodes(options.nodes)
-    existing = _existing(random.Random(options.seed), options.existing, options.apps)
-    pods = _stream(random.Random(options.seed + 1), options.pods, options.apps, True)
+    nodes = zoned_nodes(options.nodes)
+    existing = existing_pods(random.Random(options.seed), options.existing, options.apps)
+    pods = app_stream(random.Random(options.seed + 1), options.pods, options.apps, True)
     figures: dict[str, Any] = {"nodes": options.nodes, "pods": options.pods}
     for label, with_plugin in (("without", False), ("with", True)):
         scheduler = _scheduler(nodes, existing, with_plugin)
-        seconds, placed = _run(scheduler, pods)
+        seconds, placed = timed_run(scheduler, pods)
         figures[f"{label}_pods_per_s"] = round(len(pods) / seconds, 1)
         figures[f"{label}_placed"] = placed
         print(f"{label:>8} {NAME}: {len(pods) / seconds:9.1f} pods/s, {placed} placed")

@@ -26,7 +26,7 @@ from policies.framework.contract import BoolArray, IntArray
 from policies.gpu.cards import DEFAULT_RULE, choose_cards
 from schemas.exceptions import InvalidInput
 from schemas.node import NodeSpec
-from schemas.pod import Container, PodRequest, Toleration, _effective
+from schemas.pod import Container, PodRequest, Toleration, effective_resources
 
 if TYPE_CHECKING:
     from policies.usage import NodeUsage
@@ -120,7 +120,7 @@ def nonzero_requests(pod: PodRequest, *, scoring: bool = False) -> tuple[int, in
         defaults = {name: amount for name, amount in defaults.items() if name not in requests}
     # Per container, as upstream: a request with no containers at all ({"uid": ...}) adds nothing, while
     # each container that asks for nothing counts the defaults.
-    total = _effective(
+    total = effective_resources(
         [_with_defaults(container, defaults) for container in pod.containers],
         [_with_defaults(container, defaults) for container in pod.init_containers],
         None if scoring else pod.resources,

@@ -34,6 +34,7 @@ __all__ = [
     "Toleration",
     "TopologySpreadConstraint",
     "WeightedPodAffinityTerm",
+    "effective_resources",
 ]
 
 QOSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
@@ -266,7 +267,7 @@ def _sum_into(total: dict[str, int], resources: dict[str, int]) -> None:
         total[name] = total.get(name, 0) + amount
 
 
-def _effective(
+def effective_resources(
     containers: list[Container],
     init: list[Container],
     pod_level: PodResources | None,
@@ -424,11 +425,15 @@ class PodRequest(Event):
     def effective_requests(self) -> Resources:
         """What the scheduler reserves: max(Σ containers and sidecars, largest init container plus the
         sidecars started before it), pod-level cpu and memory where set, + overhead."""
-        return _effective(self.containers, self.init_containers, self.resources, self.overhead, "requests")
+        return effective_resources(
+            self.containers, self.init_containers, self.resources, self.overhead, "requests"
+        )
 
     @cached_property
     def effective_limits(self) -> Resources:
-        return _effective(self.containers, self.init_containers, self.resources, self.overhead, "limits")
+        return effective_resources(
+            self.containers, self.init_containers, self.resources, self.overhead, "limits"
+        )
 
     @cached_property
     def qos_class(self) -> QOSClass:

@@ -39,13 +39,12 @@ from streams.runtime.agents.placement import (
 from streams.settings import Settings
 from tests.faults.table import FaultRow, checkpoint_settings, record_row
 from tests.faults.test_faults import (
-    QUIET_S,
     REBUILT,
-    SETTLED,
     Progress,
     follow,
     judge,
     read_outputs,
+    settle,
     until,
 )
 from tests.streams.test_pipeline import Pipeline, start_pipeline
@@ -201,14 +200,7 @@ def test_a_worker_killed_at_seeded_points_and_mid_checkpoint_places_every_pod_as
             kill_wall = time.time() - (time.monotonic() - injected)
             recovery.append(await first_binding_after(progress, kill_wall) - injected)
         await replay
-
-        def final() -> int:
-            return sum(1 for uid in uids if progress.latest.get(uid) in SETTLED)
-
-        await until(lambda: final() == len(uids), f"every pod final ({final()} of {len(uids)})")
-        await until(lambda: time.monotonic() - progress.arrivals[-1] > QUIET_S, "quiet")
-        stop.set()
-        await follower
+        await settle(uids, progress, stop, follower)
         return recovery
 
     recovery = asyncio.run(scenario())
@@ -239,10 +231,7 @@ def test_a_worker_killed_at_seeded_points_and_mid_checkpoint_places_every_pod_as
             checkpoints=checkpoint_settings(CHECKPOINT_EVERY, 0),
         )
     )
-    assert not lost, f"{len(lost)} pods without a final decision, e.g. {sorted(lost)[:3]}"
-    assert not duplicated, f"{len(duplicated)} pods applied on two nodes, e.g. {sorted(duplicated)[:3]}"
-    assert not over, f"nodes over allocatable: {sorted(over)[:5]}"
-    assert not differing, f"{len(differing)} pods placed unlike the offline replay, e.g. {differing[:3]}"
+    verdict.assert_clean()
     # The kills landed after checkpoints: workers restored from them, and the half-written one was refused.
     assert "restored from checkpoint" in logs
     assert "cannot be read (its parts do not match its manifest" in logs

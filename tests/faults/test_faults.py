@@ -244,6 +244,32 @@ class Verdict:
     differing: list[str]
     """Bound elsewhere than the offline replay binds them."""
 
+    def assert_clean(self) -> None:
+        assert not self.lost, f"{len(self.lost)} pods without a final decision, e.g. {sorted(self.lost)[:3]}"
+        assert not self.duplicated, (
+            f"{len(self.duplicated)} pods applied on two nodes, e.g. {sorted(self.duplicated)[:3]}"
+        )
+        assert not self.overcommitted, f"nodes over allocatable: {sorted(self.overcommitted)[:5]}"
+        assert not self.differing, (
+            f"{len(self.differing)} pods placed unlike the offline replay, e.g. {self.differing[:3]}"
+        )
+
+
+async def settle(
+    uids: Iterable[str], progress: Progress, stop: asyncio.Event, follower: asyncio.Task[None]
+) -> None:
+    """Waits until every pod is final and nothing has arrived for `QUIET_S` (a retried pod may still turn
+    from unschedulable to applied until then), then stops the follower."""
+    uids = list(uids)
+
+    def final() -> int:
+        return sum(1 for uid in uids if progress.latest.get(uid) in SETTLED)
+
+    await until(lambda: final() == len(uids), f"every pod final ({final()} of {len(uids)})")
+    await until(lambda: time.monotonic() - progress.arrivals[-1] > QUIET_S, "quiet")
+    stop.set()
+    await follower
+
 
 def judge(
     uids: Iterable[str],
@@ -383,16 +409,7 @@ def test_after_the_fault_every_pod_is_decided_once_no_node_overfills_and_live_eq
             replay = asyncio.create_task(replay_live(log, pipeline.settings))
             times = await inject(Context(pipeline, broker, progress, ports))
             await replay
-
-            # Done when every pod is final and nothing has arrived for a while (a retried pod may still
-            # turn from unschedulable to applied).
-            def final() -> int:
-                return sum(1 for uid in uids if progress.latest.get(uid) in SETTLED)
-
-            await until(lambda: final() == len(uids), f"every pod final ({final()} of {len(uids)})")
-            await until(lambda: time.monotonic() - progress.arrivals[-1] > QUIET_S, "quiet")
-            stop.set()
-            await follower
+            await settle(uids, progress, stop, follower)
             recovery = []
             for injection in times:
                 if injection.takeover:
@@ -439,9 +456,6 @@ def test_after_the_fault_every_pod_is_decided_once_no_node_overfills_and_live_eq
             ),
         )
     )
-    assert not lost, f"{len(lost)} pods without a final decision, e.g. {sorted(lost)[:3]}"
-    assert not duplicated, f"{len(duplicated)} pods applied on two nodes, e.g. {sorted(duplicated)[:3]}"
-    assert not over, f"nodes over allocatable: {sorted(over)[:5]}"
-    assert not differing, f"{len(differing)} pods placed unlike the offline replay, e.g. {differing[:3]}"
+    verdict.assert_clean()
     if checkpoint_every is not None:  # the worker that took over started from a checkpoint
         assert "restored from checkpoint" in pipeline.logs()

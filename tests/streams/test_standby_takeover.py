@@ -27,13 +27,12 @@ from streams.local.broker import free_ports
 from streams.recording.replay import OfflineResult, replay_live, replay_offline
 from streams.settings import Settings
 from tests.faults.test_faults import (
-    QUIET_S,
-    SETTLED,
     Progress,
     follow,
     judge,
     owner_of_placement,
     read_outputs,
+    settle,
     until,
 )
 from tests.streams.test_pipeline import start_pipeline
@@ -101,14 +100,7 @@ def run_and_kill(
             killed_wall = time.time()
             pipeline.kill(owner)
             await replay
-
-            def final() -> int:
-                return sum(1 for uid in uids if progress.latest.get(uid) in SETTLED)
-
-            await until(lambda: final() == len(uids), f"every pod final ({final()} of {len(uids)})")
-            await until(lambda: time.monotonic() - progress.arrivals[-1] > QUIET_S, "quiet")
-            stop.set()
-            await follower
+            await settle(uids, progress, stop, follower)
             first = progress.first_binding_created_after(killed_wall)
             assert first is not None, "no binding after the kill"
             return first - killed
@@ -145,14 +137,4 @@ def test_the_survivor_places_again_within_failure_detection_and_every_pod_ends_a
         assert adopted, "the survivor did not adopt the standby's shard"
         assert takeover <= detection_bound(settings), (takeover, detection_bound(settings))
 
-    verdict = judge(uids, stream, results, log, offline)
-    lost, duplicated, over, differing = (
-        verdict.lost,
-        verdict.duplicated,
-        verdict.overcommitted,
-        verdict.differing,
-    )
-    assert not lost, f"{len(lost)} pods without a final decision, e.g. {sorted(lost)[:3]}"
-    assert not duplicated, f"{len(duplicated)} pods applied on two nodes, e.g. {sorted(duplicated)[:3]}"
-    assert not over, f"nodes over allocatable: {sorted(over)[:5]}"
-    assert not differing, f"{len(differing)} pods placed unlike the offline replay, e.g. {differing[:3]}"
+    judge(uids, stream, results, log, offline).assert_clean()
