@@ -2,10 +2,13 @@
 
 1. Take every Bitbrains VM with usage both in the first `train_days` days (training) and after (replay), and
    learn its workload portrait from the training days.
-2. Give each VM a request. ``usage`` (the default) sizes it as Kubernetes' Vertical Pod Autoscaler
-   recommends: the 90th percentile of its training samples plus a 15 % margin, at least 25 millicores and
-   250 MiB, at most what the VM declared. ``declared`` takes the VM's provisioned cores and memory: the
-   Bitbrains VMs use a few percent of that, so no placement that honours requests comes near real load.
+2. Give each VM a request. ``usage`` (the default) sets it as Kubernetes' Vertical Pod Autoscaler
+   recommender (its default settings) would after watching the training days: the 90th percentile of a
+   histogram whose samples lose half their weight per day, plus a 15 % margin, at least 25 millicores and
+   250 MiB, at most what the VM declared. cpu takes every 5-minute sample; memory takes one peak per day,
+   so a VM that fills its memory for an hour a day asks for that fill. ``declared`` takes the VM's
+   provisioned cores and memory: the Bitbrains VMs use a few percent of that, so no placement that honours
+   requests comes near real load.
 3. Size `nodes` equal nodes from those requests: per resource, the pods' total requests are `demand` times
    the cluster's allocatable (1.25: a fifth of the requests cannot be placed by requests alone), and a node
    holds at least the largest pod. Both resources get the same rule, so neither is favoured.
@@ -54,6 +57,8 @@ __all__ = [
     "PortraitExperiment",
     "ProfileResult",
     "RequestRule",
+    "histogram_percentile",
+    "interval_peaks",
     "load_figures",
     "node_size",
     "run_portrait_experiment",
@@ -73,13 +78,23 @@ RequestRule = Literal["usage", "declared"]
 REQUEST_RULES: Final[tuple[RequestRule, ...]] = ("usage", "declared")
 
 REQUEST_QUANTILE: Final = 0.9
-"""The Vertical Pod Autoscaler recommender's target percentile of usage samples."""
+"""The Vertical Pod Autoscaler recommender's target percentile, of cpu samples and of memory peaks."""
 REQUEST_MARGIN: Final = 0.15
 """The recommender's safety margin on top of the percentile."""
 MIN_CPU_MILLIS: Final = 25
 """The recommender's smallest cpu recommendation (millicores)."""
 MIN_MEMORY_BYTES: Final = 250 * MIB
 """The recommender's smallest memory recommendation."""
+HALF_LIFE: Final = DAY
+"""The recommender's histogram decay: a sample a day older weighs half as much (cpu and memory)."""
+PEAK_INTERVAL: Final = DAY
+"""The recommender's memory aggregation interval: memory enters its histogram as one peak per interval."""
+BUCKET_GROWTH: Final = 0.05
+"""Each bucket of the recommender's histograms is this much wider than the one before."""
+CPU_BUCKETS: Final = (0.001, 1000.0)
+"""The cpu histogram's first bucket size and largest value, in cores."""
+MEMORY_BUCKETS: Final = (1e7, 1e12)
+"""The memory histogram's first bucket size and largest value, in bytes."""
 
 LOW_LOAD: Final = 0.2
 HIGH_LOAD: Final = 0.8
@@ -120,6 +135,8 @@ class ProfileResult:
     high_load_share: float
     cores_placed: float
     """Requested cores of the placed pods: pods differ in size, so counts alone mislead."""
+    memory_placed: float = 0.0
+    """Requested memory of the placed pods (GiB)."""
     busiest_node_hour: float = 0.0
     """The highest utilisation of any node in any replayed hour."""
     low_hours_share: float = 0.0
@@ -140,23 +157,85 @@ class ProfileResult:
             "low_load_share": round(self.low_load_share, 4),
             "high_load_share": round(self.high_load_share, 4),
             "cores_placed": round(self.cores_placed, 3),
+            "memory_placed": round(self.memory_placed, 2),
             "busiest_node_hour": round(self.busiest_node_hour, 4),
             "low_hours_share": round(self.low_hours_share, 4),
             "high_hours_share": round(self.high_hours_share, 4),
         }
 
 
-def usage_request(
-    samples: npt.ArrayLike, *, scale: float, floor: int, ceiling: int, quantile: float = REQUEST_QUANTILE
-) -> int:
-    """A request sized from usage samples as the Vertical Pod Autoscaler recommends: the `quantile` of the
-    samples plus `REQUEST_MARGIN`, in request units (`scale` of them per sample unit, rounded up), at
-    least `floor` and at most `ceiling` (what the VM declared; 0: no ceiling). No samples: the ceiling."""
+def histogram_percentile(
+    values: npt.ArrayLike,
+    weights: npt.ArrayLike,
+    percentile: float,
+    *,
+    buckets: tuple[float, float],
+    growth: float = BUCKET_GROWTH,
+) -> float:
+    """The `percentile` of weighted values as the recommender's exponential histogram reads it: bucket n
+    starts at first × ((1 + growth)^n − 1) / growth (`buckets` = (first, largest value)), values fall into
+    the bucket they start in (past the last: the last), and the answer is the end of the first bucket whose
+    running weight reaches percentile × the total weight (the start of the last bucket if that is the one).
+    Past the first few buckets that is at most about `growth` above the exact percentile. No weight: 0."""
+    first, largest = buckets
+    ratio = 1.0 + growth
+    count = math.ceil(math.log(largest * (ratio - 1.0) / first + 1.0) / math.log(ratio)) + 1
+    data = np.asarray(values, dtype=np.float64)
+    weight = np.asarray(weights, dtype=np.float64)
+    total = float(weight.sum())
+    if data.size == 0 or not total > 0:
+        return 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        found = np.log(data * (ratio - 1.0) / first + 1.0) / math.log(ratio)
+    index = np.where(data < first, 0, np.minimum(np.nan_to_num(found), count - 1)).astype(np.int64)
+    per_bucket = np.bincount(index, weights=weight, minlength=count)
+    running = np.cumsum(per_bucket)
+    used = np.flatnonzero(per_bucket > 0)
+    bucket = int(np.searchsorted(running, percentile * total, side="left"))
+    bucket = min(max(bucket, int(used[0])), int(used[-1]))
+
+    def start(n: int) -> float:
+        return 0.0 if n == 0 else first * (ratio**n - 1.0) / (ratio - 1.0)
+
+    return start(bucket + 1) if bucket < count - 1 else start(bucket)
+
+
+def interval_peaks(
+    ts: npt.ArrayLike, values: npt.ArrayLike, interval: float = PEAK_INTERVAL
+) -> tuple[FloatArray, FloatArray]:
+    """One peak per `interval` from the first sample on ([t0 + k·interval, t0 + (k + 1)·interval)), stamped
+    with the interval's end: the samples the recommender's memory histogram takes. Intervals without samples
+    have no peak."""
+    times = np.asarray(ts, dtype=np.float64)
+    data = np.asarray(values, dtype=np.float64)
+    if times.size == 0:
+        return np.zeros(0), np.zeros(0)
+    start = float(times.min())
+    keys, position = np.unique(((times - start) // interval).astype(np.int64), return_inverse=True)
+    peaks = np.full(len(keys), -np.inf)
+    np.maximum.at(peaks, position, data)
+    ends: FloatArray = start + (keys + 1).astype(np.float64) * interval
+    return ends, peaks
+
+
+def usage_request(ts: npt.ArrayLike, samples: npt.ArrayLike, *, memory: bool, ceiling: int) -> int:
+    """A request as the Vertical Pod Autoscaler recommender (its defaults) would set it after seeing these
+    samples (cpu in cores, memory in bytes): the `REQUEST_QUANTILE` of its decaying histogram plus
+    `REQUEST_MARGIN`, rounded up to a millicore or a byte, at least its minimum and at most `ceiling` (what
+    the VM declared; 0: no ceiling). cpu takes every sample; memory takes one peak per `PEAK_INTERVAL`, so a
+    VM that idles most of the day and fills its memory once a day asks for that fill. Every sample weighs
+    2^(age / `HALF_LIFE`) less than the newest. No samples: the ceiling."""
+    times = np.asarray(ts, dtype=np.float64)
     values = np.asarray(samples, dtype=np.float64)
+    floor = MIN_MEMORY_BYTES if memory else MIN_CPU_MILLIS
     if values.size == 0:
         return max(ceiling, floor)
-    wanted = math.ceil(float(np.quantile(values, quantile)) * (1.0 + REQUEST_MARGIN) * scale)
-    wanted = max(wanted, floor)
+    if memory:
+        times, values = interval_peaks(times, values)
+    weights = np.exp2((times - times.max()) / HALF_LIFE)
+    buckets = MEMORY_BUCKETS if memory else CPU_BUCKETS
+    value = histogram_percentile(values, weights, REQUEST_QUANTILE, buckets=buckets)
+    wanted = max(math.ceil(value * (1.0 + REQUEST_MARGIN) * (1.0 if memory else 1000.0)), floor)
     return min(wanted, ceiling) if ceiling > 0 else wanted
 
 
@@ -233,9 +312,9 @@ def _request(vm: VmSeries, train: npt.NDArray[np.bool_], rule: RequestRule) -> t
     declared_cpu = vm.provisioned_cores * 1000
     if rule == "declared":
         return declared_cpu, vm.provisioned_memory_bytes
-    cpu = usage_request(vm.cpu_cores[train], scale=1000.0, floor=MIN_CPU_MILLIS, ceiling=declared_cpu)
+    cpu = usage_request(vm.ts[train], vm.cpu_cores[train], memory=False, ceiling=declared_cpu)
     memory = usage_request(
-        vm.memory_bytes[train], scale=1.0, floor=MIN_MEMORY_BYTES, ceiling=vm.provisioned_memory_bytes
+        vm.ts[train], vm.memory_bytes[train], memory=True, ceiling=int(vm.provisioned_memory_bytes)
     )
     return cpu, memory
 
@@ -400,6 +479,7 @@ def _measure(
         low_load_share=figures["low_share"],
         high_load_share=figures["high_share"],
         cores_placed=sum(by_name[uid.rsplit("-", 1)[0]].cpu_millis for uid in placement) / 1000,
+        memory_placed=sum(by_name[uid.rsplit("-", 1)[0]].memory_bytes for uid in placement) / GIB,
         busiest_node_hour=figures["busiest"],
         low_hours_share=figures["low_hours_share"],
         high_hours_share=figures["high_hours_share"],

@@ -20,6 +20,7 @@ __all__ = ["across_seeds", "write_portrait_report"]
 _COLUMNS = (
     ("pods_placed", "pods placed"),
     ("cores_placed", "cores placed"),
+    ("memory_placed", "memory placed (GiB)"),
     ("node_hours_over_capacity", "node-hours > capacity"),
     ("node_hours_over_80", "node-hours > 80 %"),
     ("peak_util_std", "std of node peak util"),

@@ -21,6 +21,7 @@ KEYS = {
     "low_load_share",
     "high_load_share",
     "cores_placed",
+    "memory_placed",
     "busiest_node_hour",
     "low_hours_share",
     "high_hours_share",

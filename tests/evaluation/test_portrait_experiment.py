@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from evaluation.experiments.portrait import (
     MIB,
     PortraitExperiment,
+    histogram_percentile,
+    interval_peaks,
     load_figures,
     node_size,
     run_portrait_experiment,
@@ -25,6 +27,7 @@ from tests.paths import BITBRAINS
 
 GIB = 1024**3
 HOUR = 3600
+DAY = 24 * HOUR
 START = 1_372_629_600  # 2013-07-01 00:00 UTC, a whole hour as in the trace
 HEADER = (
     "Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\tCPU usage [%];\t"
@@ -56,32 +59,76 @@ def experiment(folder: Path, **changes: object) -> PortraitExperiment:
 
 
 @pytest.mark.parametrize(
-    ("samples", "scale", "floor", "ceiling", "expected"),
+    ("values", "weights", "percentile", "expected"),
     [
-        pytest.param(
-            [0.4] * 9 + [4.0],
-            1000.0,
-            25,
-            8000,
-            874,
-            id="The 90th percentile (interpolated: 0.76) plus 15 % is asked for, rounded up to a millicore.",
-        ),
-        pytest.param(
-            [0.001] * 10,
-            1000.0,
-            25,
-            8000,
-            25,
-            id="Usage under the recommender's minimum asks for the minimum.",
-        ),
-        pytest.param([6.0] * 10, 1000.0, 25, 4000, 4000, id="Never more than the VM declared."),
-        pytest.param([6.0] * 10, 1000.0, 25, 0, 6900, id="No declared size: no ceiling."),
-        pytest.param([], 1000.0, 25, 2000, 2000, id="Without samples the declared size is asked for."),
-        pytest.param([1.0 * GIB] * 4, 1.0, 250 * MIB, 8 * GIB, 1234803098, id="Memory in bytes, scale 1."),
+        pytest.param([0.5, 2, 5], [1, 1, 1], 0.5, 3.0, id="The median's bucket [1, 3) answers its end, 3."),
+        pytest.param([0.5, 2, 5], [1, 1, 1], 0.9, 7.0, id="The 90th percentile lies in [3, 7): 7."),
+        pytest.param([0.5, 2, 5], [1, 1, 8], 0.5, 7.0, id="Weights count: a heavy 5 is the median."),
+        pytest.param([1000], [1], 0.5, 127.0, id="Past the largest value: the last bucket's start."),
+        pytest.param([5], [1], 0.0, 7.0, id="Percentile 0 is the first bucket with weight, not bucket 0."),
+        pytest.param([], [], 0.9, 0.0, id="No samples: 0."),
     ],
 )
-def test_usage_request(samples: list[float], scale: float, floor: int, ceiling: int, expected: int) -> None:
-    assert usage_request(samples, scale=scale, floor=floor, ceiling=ceiling) == expected
+def test_histogram_percentile(
+    values: list[float], weights: list[float], percentile: float, expected: float
+) -> None:
+    # Buckets doubling from 1 (growth 100 %): [0, 1), [1, 3), [3, 7), [7, 15), … [63, 127), [127, ∞).
+    found = histogram_percentile(values, weights, percentile, buckets=(1.0, 100.0), growth=1.0)
+    assert found == expected
+
+
+def test_interval_peaks_take_one_peak_per_day_from_the_first_sample() -> None:
+    ends, peaks = interval_peaks([0, 10, DAY, DAY + 10, 3 * DAY], [1, 3, 2, 1, 5], DAY)
+    # Day 2 has no sample and no peak; each peak is stamped with its day's end.
+    assert ends.tolist() == [DAY, 2 * DAY, 4 * DAY] and peaks.tolist() == [3, 2, 5]
+
+
+HOURLY = [hour * HOUR for hour in range(48)]
+THREE_WEEKS = [hour * HOUR for hour in range(21 * 24)]
+
+
+@pytest.mark.parametrize(
+    ("ts", "samples", "memory", "ceiling", "expected"),
+    [
+        pytest.param(
+            HOURLY,
+            [0.4] * 48,
+            False,
+            8000,
+            475,
+            id="cpu asks for the end of its 90th percentile's bucket (0.4125 cores) plus 15 % (millicores).",
+        ),
+        pytest.param(
+            THREE_WEEKS,
+            [0.1] * (20 * 24) + [1.0] * 24,
+            False,
+            8000,
+            1174,
+            id="The last day weighs as much as all before it: one busy day in 21 sets the cpu request.",
+        ),
+        pytest.param(
+            HOURLY,
+            [10 * GIB if hour % 24 == 12 else 0.0 for hour in range(48)],
+            True,
+            64 * GIB,
+            12965919540,
+            id="Memory asks for its daily peak (10 GiB, bucket end 10.5 GiB, plus 15 %), one hour in 24.",
+        ),
+        pytest.param(
+            HOURLY, [GIB] * 48, True, 0, 1238659777, id="Memory in bytes; no declared size: no ceiling."
+        ),
+        pytest.param(HOURLY, [0.0] * 48, True, 0, 250 * MIB, id="No memory used: the recommender's minimum."),
+        pytest.param(
+            HOURLY, [0.001] * 48, False, 0, 25, id="Usage under the cpu minimum asks for the minimum."
+        ),
+        pytest.param(HOURLY, [6.0] * 48, False, 4000, 4000, id="Never more than the VM declared."),
+        pytest.param([], [], False, 2000, 2000, id="Without samples the declared size is asked for."),
+    ],
+)
+def test_usage_request(
+    ts: list[float], samples: list[float], memory: bool, ceiling: int, expected: int
+) -> None:
+    assert usage_request(ts, samples, memory=memory, ceiling=ceiling) == expected
 
 
 @pytest.mark.parametrize(
@@ -200,16 +247,16 @@ def test_a_tiny_synthetic_trace_end_to_end(tmp_path: Path) -> None:
     write_vm(tmp_path, "2", cores=1, memory_gib=2, used_cores=0.1, used_gib=0.5, hours=10)  # no replay
     runs, described = run_portrait_seeds(experiment(tmp_path, replicas=2), [1, 2])
     assert described["vms"] == 1 and described["vms_left_out"] == "bitbrains-2"
-    # Each pod asks 0.5 × 1.15 cores and 1.15 GiB; at demand 1.25 the one node has 2 × 0.575 / 1.25 = 0.92
-    # cores (more than a pod, less than two) and 1.84 GiB.
-    assert described["node_size"] == f"0.92 cores / {1234803098 * 2 / 1.25 / GIB:.2f} GiB"
+    # Each pod asks 582 m (0.5 cores fall in the bucket ending at 0.5057, plus 15 %) and 1,238,659,777 bytes
+    # (1 GiB's bucket ends at 1.0771e9 bytes, plus 15 %); at demand 1.25 the one node has 2 × 582 / 1.25 =
+    # 931.2, rounded up to 932 m (more than a pod, less than two), and 1,891 MiB.
+    assert described["node_size"] == f"0.932 cores / {1891 * MIB / GIB:.2f} GiB"
     for results in runs:
         (result,) = results
         assert result.pods == 2 and result.pods_placed == 1  # the second pod does not fit by requests
-        assert result.cores_placed == 0.575
-        # One VM using 0.5 of 0.92 cores and 1 GiB of 1.84 GiB: the dominant share, every hour.
-        share = max(0.5 / 0.92, GIB / (np.ceil(2 * 1234803098 / 1.25 / MIB) * MIB))
-        assert result.busiest_node_hour == pytest.approx(share)
+        assert result.cores_placed == 0.582
+        # One VM using 0.5 of 0.932 cores and 1 GiB of 1,891 MiB: the dominant share, every hour.
+        assert result.busiest_node_hour == pytest.approx(max(0.5 / 0.932, 1024 / 1891))
         assert (result.low_load_share, result.high_load_share, result.node_hours_over_80) == (0, 0, 0)
     assert across_seeds(runs)["default"]["pods_placed"] == 1
 
@@ -218,9 +265,9 @@ def test_two_pods_on_a_node_sized_for_both_load_it_fully(tmp_path: Path) -> None
     write_vm(tmp_path, "1", cores=2, memory_gib=4, used_cores=0.5, used_gib=1.0, hours=48)
     (result,) = run_portrait_experiment(experiment(tmp_path, replicas=2, demand=1.0))
     assert result.pods_placed == 2
-    # 2 × 0.5 cores used of 2 × 0.575 requested: 87 % in each of the 23 replayed hours (the 48 samples end
-    # at hour 47), so the node is high-load.
-    assert result.busiest_node_hour == pytest.approx(1.0 / 1.15)
+    # 2 × 0.5 cores used of 2 × 0.582 requested (86 %), 2 GiB of 2,363 MiB (87 %) in each of the 23 replayed
+    # hours (the 48 samples end at hour 47), so the node is high-load.
+    assert result.busiest_node_hour == pytest.approx(2048 / 2363)
     assert result.node_hours_over_80 == 23 and result.high_load_share == 1.0
     assert (result.low_hours_share, result.high_hours_share) == (0.0, 1.0)
 
@@ -260,8 +307,10 @@ def test_on_the_real_trace_the_setup_puts_the_cluster_under_real_load() -> None:
     declared = run_portrait_experiment(PortraitExperiment(BITBRAINS, profiles=profiles, requests="declared"))
     assert described["vms"] == 29  # 1.csv … 30.csv but 14.csv, whose usage starts after the training days
     for result in usage:
-        # Requests sized from usage: nodes are loaded, neither idle nor all above 80 %.
-        assert result.busiest_node_hour > 0.3
+        # Requests set as the recommender would: the busiest node-hour is loaded but within capacity, and
+        # no node-hour runs over it: the VM that fills 30 GiB some days (27.csv) asks for its daily peak.
+        assert 0.3 < result.busiest_node_hour < 1.0
+        assert result.node_hours_over_capacity == 0
         assert result.low_load_share < 1.0
     for result in declared:
         # Declared requests: the VMs use a few percent of them, nothing comes near capacity.

@@ -230,6 +230,30 @@ CASES = [
         filtered=["n"],
     ),
     Case(
+        "PodFitsResourceOnPortrait never oversells memory: requested memory stops at allocatable.",
+        "PodFitsResourceOnPortrait",
+        "filter",
+        [
+            node("edge", requested={"memory": "15Gi"}, pods=1),
+            node("over", requested={"memory": "15361Mi"}, pods=1),
+        ],
+        {"requests": {"cpu": "100m", "memory": "1Gi"}},
+        filtered=["over"],
+    ),
+    Case(
+        "PodFitsResourceOnPortrait rejects a node whose hourly memory cap with the pod passes allocatable.",
+        "PodFitsResourceOnPortrait",
+        "filter",
+        # hour 10: (14 + 1) GiB + 1.645 × 1 GiB = 16.6 GiB > 16 GiB; the other node: 13 + 1.6 = 14.6 GiB.
+        [
+            node("peaky", portrait={"memory": hours(14.0 * GIB, 1.0 * GIB, base=GIB)}),
+            node("calm", portrait={"memory": hours(12.0 * GIB, 1.0 * GIB, base=GIB)}),
+        ],
+        {"requests": {"cpu": "100m", "memory": "1Gi"}, "workload": "web"},
+        filtered=["peaky"],
+        pod_portrait={"memory": [[1.0 * GIB, 0.0]] * 24},
+    ),
+    Case(
         "ResourceBalanceOnPortrait ranks a node under the cpu target above one over it; no-data metrics tie.",
         "ResourceBalanceOnPortrait",
         "score",
