@@ -15,6 +15,10 @@ Placement, on the Alibaba GPU 2023 trace (``alibaba_gpu_v2023``: 1,523 openb nod
   metrics are hourly samples over the trace: spreads and fragmentation are their means, the count over
   allocatable is in node-hours.
 
+GPUs are counted whole, for every profile alike: a pod asking for a share of a card asks for one whole
+``nvidia.com/gpu`` (`whole_cards`), as a scheduler without GPU sharing must see it; profiles with the
+GpuShareFit filter book the share on its card as well. Shares are compared by the GPU-sharing experiment.
+
 Nothing in the trace measures usage, so the load-aware profiles (`trimaran`, `portrait`, `balanced`) run
 without windows or portraits: their load plugins fall back as upstream's do (no data → the minimum score,
 or the filter lets the node pass), and where a plugin counts requests for want of measurements it does so.
@@ -46,7 +50,7 @@ from evaluation.experiments.portrait import (
     RequestRule,
     run_portrait_seeds,
 )
-from evaluation.traces.alibaba_gpu2023 import GPU_RESOURCE, iter_alibaba_gpu2023
+from evaluation.traces.alibaba_gpu2023 import GPU_RESOURCE, iter_alibaba_gpu2023, whole_cards
 from evaluation.traces.common import Report
 from policies.drive import Drive, make_scheduler
 from policies.framework.profile import BUILTIN_PROFILES, parse_profile
@@ -262,7 +266,7 @@ def read_gpu_trace(path: Path, pods: str = "default", limit: int | None = None) 
             if limit is not None and len(offered) >= limit:
                 continue  # later deletions of earlier pods still count
             offered.add(value.uid)
-            events.append((ts, value))
+            events.append((ts, whole_cards(value)))
         elif isinstance(value, PodDeleted) and value.uid in offered:
             events.append((ts, value))
     if not nodes or not offered:

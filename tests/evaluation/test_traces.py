@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evaluation.traces import CONVERTERS, read_vm, vm_files
+from evaluation.traces.alibaba_gpu2023 import whole_cards
 from evaluation.traces.common import ConversionSummary, Report, ordered_rows, scan_runs
 from schemas.eventlog import LogEvent, read_events
 from schemas.events import MetricSample
@@ -625,3 +626,31 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, args, message):
     result = RUNNER.invoke(trace_app, args)
     assert result.exit_code == 2
     assert message in result.stderr and result.stderr.count("\n") == 1
+
+
+def _gpu_pod(milli: int, count: int, whole: int) -> PodRequest:
+    requests: dict[str, Any] = {"cpu": "1", "memory": "1Gi"}
+    if whole:
+        requests["nvidia.com/gpu"] = whole
+    return PodRequest.model_validate(
+        {"uid": "p", "requests": requests, "gpu": {"milli": milli, "count": count}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        pytest.param(_gpu_pod(300, 1, 0), 1, id="A share of a card asks for one whole GPU."),
+        pytest.param(_gpu_pod(1000, 2, 2), 2, id="Whole cards keep their count."),
+        pytest.param(
+            PodRequest.model_validate({"uid": "p", "requests": {"cpu": "1"}}),
+            0,
+            id="A pod without GPUs asks for none.",
+        ),
+    ],
+)
+def test_whole_cards_is_the_pod_a_scheduler_without_gpu_sharing_sees(pod: PodRequest, expected: int) -> None:
+    seen = whole_cards(pod)
+    assert seen.effective_requests.get("nvidia.com/gpu", 0) == expected
+    assert seen.gpu == pod.gpu
+    assert seen.effective_requests.get("cpu") == pod.effective_requests.get("cpu")
