@@ -13,10 +13,23 @@ changelogs. The consumer groups' offsets are then committed at the end, as a wor
 had kept up would have left them. A fresh ``eyrie worker`` and a fresh ``eyrie applier`` then start, and one
 more pod goes in:
 
-- ``takeover_s``: from the worker's start to its binding of that pod (the shard rebuilt first).
+- ``takeover_s``: from the worker's start to its binding of that pod (the shard rebuilt first);
+  ``phases``: that time in phases, from the worker's log (`takeover_phases`). The worker is then stopped
+  (SIGTERM: it checkpoints the shard on the way out).
+- With checkpoints, and unless ``--no-standby``, a second row of the same history with ``standby`` true:
+  two workers with ``standby_shards`` 1, the owner of the shard SIGKILLed and the other taking it over
+  (`measure_standby`); its ``takeover_s`` runs from the kill to the binding of the pod sent then, and its
+  ``detection_s`` is the failure detection among it. Its other figures are the history's, shared with the
+  row before.
 - ``applier_s``: from the applier's start to its result for the binding (the ledger recovered first).
-- ``sequencer_bytes`` and ``ledger_bytes``: the partitions' sizes on the broker's disk (DescribeLogDirs);
+- ``sequencer_bytes`` and ``ledger_bytes``: the partitions' sizes on the broker's disk (DescribeLogDirs)
+  at the end, the sequencer's once the broker's retention check had a chance to free the segments behind
+  its DeleteRecords (at most one ``log.retention.check.interval.ms`` and a few seconds later);
+  ``sequencer_bytes_written`` and ``ledger_bytes_written``: the same right after the history was written;
   ``sequencer_records``: the records the sequencer still holds (end offset less log start offset).
+- ``ledger_written``, ``ledger_read`` and ``ledger_tombstones``: the records the history wrote to the
+  ledger's changelogs, and those they held (values and tombstones) when the fresh applier started, once the
+  broker's cleaner had compacted what it could: what the applier's recovery read.
 
 With checkpoints on (the settings' defaults), the generator takes the sequencer record by record as the
 placement agent does, and when its `after_record` would checkpoint (every ``checkpoint_every_envelopes``
@@ -43,19 +56,22 @@ import argparse
 import asyncio
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Array, Boolean, Int16, Int32, Int64, Schema, String
 from aiokafka.structs import OffsetAndMetadata
@@ -90,9 +106,18 @@ __all__ = [
     "main",
     "measure_metrics_row",
     "measure_row",
+    "measure_standby",
 ]
 
 NEXT_POD = "recovery-next"
+WARM_POD = "recovery-warm"
+"""The pod the shard's owner places in a standby row before it is killed."""
+STANDBY_POD = "recovery-standby"
+"""The pod sent as the owner is killed in a standby row: its binding ends the takeover."""
+CAUGHT_UP_S = 3.0
+"""How long a standby row waits after the owner's binding of `WARM_POD` before it kills the owner: the
+owner commits every second and the standby reads the commits every `POLL_S`, so the standby has applied
+the record by then, as one that kept up would have."""
 TIMEOUT_S = 1800.0
 SEND_WINDOW = 20_000
 """Records in flight to the broker at most while a history is written."""
@@ -107,6 +132,9 @@ POD_LIFE_S = 3600.0
 POD_EVERY_S = 900.0
 NODE_EVERY_S = 300.0
 SETTLE_S = 180.0
+RETENTION_WAIT_S = 360.0
+"""How long at most to wait for the broker's retention check to free the sequencer's deleted segments."""
+QUICK_RETENTION_WAIT_S = 15.0
 """How long at most to wait for the log cleaner to compact a history's changelogs."""
 
 
@@ -292,6 +320,8 @@ class _Generator:
                     elif isinstance(output, Release):
                         self.ledger.delete(output.deleted.uid, applier_at)
             await self.after_record(offset, at)
+        # The applier commits every second, so a deletion settles once it is `deleted_settle_s` old.
+        self.ledger.settle(applier_at - self.settings.deleted_settle_s)
         if self.settings.deleted_retention_s > 0:
             self.ledger.forget_deleted(applier_at - self.settings.deleted_retention_s)
         await self.changelog()
@@ -330,9 +360,9 @@ class _Generator:
                 await self.writer.send(self.changelogs[name], partition_of(raw, partitions), raw, value)
 
 
-async def generate(settings: Settings, history: History, next_pod: PodRequest) -> str | None:
-    """Write `history` to the broker (see the module docstring); returns the node the shard it leaves
-    would bind `next_pod` to, which a worker that rebuilt it must choose too."""
+async def generate(settings: Settings, history: History, next_pods: Sequence[PodRequest]) -> list[str | None]:
+    """Write `history` to the broker (see the module docstring); returns the nodes the shard it leaves
+    would bind `next_pods` to, sent one after another, which a worker that rebuilt it must choose too."""
     applier = app_id(settings, "applier")
     changelogs = [
         NewTopic(
@@ -374,13 +404,14 @@ async def generate(settings: Settings, history: History, next_pod: PodRequest) -
             flush=True,
         )
     await _commit_groups(settings, writer.next_offset)
-    partition = partition_of(next_pod.uid, settings.partitions)
-    offset = writer.next_offset.get((settings.topic("pod-requests"), partition), 0)
-    envelope = Envelope(Kind.POD, time.time(), next_pod, f"pod-requests/{partition}", offset=offset)
-    for output in generator.shard.feed(envelope):
-        if isinstance(output, Binding):
-            return output.node
-    return None
+    nodes: list[str | None] = []
+    for pod in next_pods:
+        key = (settings.topic("pod-requests"), partition_of(pod.uid, settings.partitions))
+        offset = writer.next_offset[key] = writer.next_offset.get(key, 0) + 1
+        envelope = Envelope(Kind.POD, time.time(), pod, f"pod-requests/{key[1]}", offset=offset - 1)
+        bound = [output.node for output in generator.shard.feed(envelope) if isinstance(output, Binding)]
+        nodes.append(bound[0] if bound else None)
+    return nodes
 
 
 async def _delete_records(settings: Settings, topic: str, partition: int, before: int) -> None:
@@ -519,6 +550,134 @@ class Row:
     the broker frees on disk only segment by segment, once a whole segment lies behind the start."""
     ledger_bytes: int
     generate_s: float
+    phases: dict[str, float] = field(default_factory=dict)
+    """The takeover's phases in seconds (`takeover_phases`, or `measure_standby`'s)."""
+    standby: bool = False
+    """A hot standby's takeover (`measure_standby`): `takeover_s` runs from the owner's SIGKILL."""
+    detection_s: float | None = None
+    """Of a standby row's `takeover_s`, the failure detection: from the kill until the group assigned the
+    shard to the standby's worker (the session timeout, then the rebalance)."""
+    ledger_written: int = 0
+    """Records written to the ledger's changelogs by the history (their end offsets)."""
+    ledger_read: int = 0
+    """Records the changelogs held when the fresh applier started (compaction done so far): what its
+    recovery read, values and tombstones alike."""
+    ledger_tombstones: int = 0
+    """Of `ledger_read`, the tombstones (kept `delete.retention.ms` after the cleaner first passes them)."""
+    ledger_bytes_written: int = 0
+    """The changelogs' bytes on disk right after the history was written (the cleaner may have begun)."""
+    sequencer_bytes_written: int = 0
+    """The sequencer's bytes on disk right after the history was written and its DeleteRecords; its
+    `sequencer_bytes` are measured after the broker's retention check had time to free segments."""
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT[0-9:.]+[+-]\d\d:\d\d) ", re.MULTILINE)
+_READY = re.compile(r"ready: worker on .* in ([0-9.]+) s;")
+_RESTORED = re.compile(
+    r"restored from checkpoint \S+ at offset \d+ \(\d+ records behind \d+\) in [0-9.]+ s: read \d+ "
+    r"checkpoint records in ([0-9.]+) s, decoded \d+ bytes in ([0-9.]+) s, replayed the tail in ([0-9.]+) s"
+)
+_REPLAYED = re.compile(r"replayed sequencer records \S+ in ([0-9.]+) s")
+
+
+def _stamped(log: str, pattern: re.Pattern[str]) -> tuple[float, re.Match[str]] | None:
+    """The wall-clock time of the first log line matching `pattern`, and the match."""
+    for line in log.splitlines():
+        found = pattern.search(line)
+        stamp = _STAMP.match(line)
+        if found and stamp:
+            return datetime.fromisoformat(stamp.group(1)).timestamp(), found
+    return None
+
+
+def takeover_phases(log: str, spawned: float, bound: float) -> dict[str, float]:
+    """A fresh worker's takeover in phases, from its log's wall-clock stamps, its spawn and the binding's
+    arrival (both wall clock), in seconds: ``start`` (the interpreter, imports, settings, up to the app
+    built), ``join`` (Faust's start, the group's join and assignment, up to its "ready" line), ``wait``
+    (until the first sequencer record reaches the placement agent, which starts the restore), ``read``,
+    ``decode`` and ``replay`` (the restore: the checkpoint's records, their decode, the sequencer's tail),
+    and ``place`` (from the restored shard to the binding on its topic). Phases the log does not show are
+    left out."""
+    phases: dict[str, float] = {}
+    ready = _stamped(log, _READY)
+    restore_start = restore_end = None
+    restored = _stamped(log, _RESTORED)
+    if restored is not None:
+        at, found = restored
+        read, decode, replay = (float(found.group(i)) for i in (1, 2, 3))
+        phases |= {"read": read, "decode": decode, "replay": replay}
+        restore_end, restore_start = at, at - read - decode - replay
+    elif (replayed := _stamped(log, _REPLAYED)) is not None:
+        at, found = replayed
+        phases["replay"] = float(found.group(1))
+        restore_end, restore_start = at, at - phases["replay"]
+    if ready is not None:
+        at, found = ready
+        built = at - float(found.group(1))
+        phases |= {"start": built - spawned, "join": float(found.group(1))}
+        if restore_start is not None:
+            phases["wait"] = restore_start - at
+    if restore_end is not None:
+        phases["place"] = bound - restore_end
+    return {name: round(max(0.0, value), 2) for name, value in phases.items()}
+
+
+def _ledger_changelogs(settings: Settings) -> list[str]:
+    return [f"{app_id(settings, 'applier')}-{name}-changelog" for name in (NODES_TABLE, PODS_TABLE)]
+
+
+async def _changelog_records(settings: Settings, topics: Sequence[str]) -> tuple[int, int, int]:
+    """The topics' records as a reader from the start sees them now: (written, i.e. the end offsets; held,
+    values and tombstones; tombstones)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_servers, group_id=None, **client_security(settings)
+    )
+    await consumer.start()
+    try:
+        # The changelogs have the settings' partitions, as `generate` creates them.
+        partitions = [TopicPartition(topic, p) for topic in topics for p in range(settings.partitions)]
+        ends = await consumer.end_offsets(partitions)
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        held = tombstones = 0
+        left = {tp for tp in partitions if ends[tp] > 0}
+        while left:
+            for tp, messages in (await consumer.getmany(timeout_ms=500, max_records=50_000)).items():
+                held += len(messages)
+                tombstones += sum(1 for message in messages if message.value is None)
+                if messages and messages[-1].offset + 1 >= ends[tp]:
+                    left.discard(tp)
+            left = {tp for tp in left if await consumer.position(tp) < ends[tp]}
+        return sum(ends.values()), held, tombstones
+    finally:
+        await consumer.stop()
+
+
+async def _retention_check_s(settings: Settings) -> float:
+    """The broker's `log.retention.check.interval.ms`, in seconds (Kafka's default when not told)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers, **client_security(settings))
+    await admin.start()
+    try:
+        broker = (await admin.describe_cluster())["brokers"][0]["node_id"]
+        described = await admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(broker))])
+        configs = {entry[0]: entry[1] for entry in described[0].resources[0][4]}
+        return int(configs.get("log.retention.check.interval.ms") or 300_000) / 1000.0
+    finally:
+        await admin.close()
+
+
+async def _freed_bytes(settings: Settings, topic: str, limit_s: float) -> int:
+    """The topic's bytes on disk once the broker has had a chance to free what DeleteRecords left behind:
+    it does so at its retention check, so this waits until the bytes drop, or one check interval and a few
+    seconds more (at most `limit_s`), whichever comes first."""
+    first = (await topic_bytes(settings, [topic]))[topic]
+    deadline = time.monotonic() + min(limit_s, await _retention_check_s(settings) + 5.0)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        now = (await topic_bytes(settings, [topic]))[topic]
+        if now < first:
+            return now
+    return first
 
 
 async def _first(
@@ -580,9 +739,12 @@ def measure_row(
     timeout: float,
     keep: bool,
     checkpoint_every: int | None = None,
-) -> Row:
-    """One history, written, then taken over by a fresh worker and a fresh applier (see the module
-    docstring)."""
+    retention_wait_s: float = RETENTION_WAIT_S,
+    standby: bool = False,
+) -> list[Row]:
+    """One history, written, then taken over by a fresh worker, then (`standby`, with checkpoints) by the
+    hot standby of two workers (`measure_standby`), then recovered by a fresh applier (see the module
+    docstring): its row, and the standby's."""
     prefix = f"recovery-{uuid.uuid4().hex[:6]}."
     env = {
         **os.environ,
@@ -601,33 +763,53 @@ def measure_row(
     logs = out / prefix
     logs.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    pod = _pod(history.pods, time.time())
-    pod = pod.model_copy(update={"uid": NEXT_POD, "name": NEXT_POD, "created_at": None})
-    expected = asyncio.run(generate(settings, history, pod))
+    now = time.time()
+    pod, warm, after_kill = (
+        _pod(history.pods + i, now).model_copy(update={"uid": uid, "name": uid, "created_at": None})
+        for i, uid in enumerate((NEXT_POD, WARM_POD, STANDBY_POD))
+    )
+    standby = standby and checkpoints
+    nodes = asyncio.run(generate(settings, history, [pod, warm, after_kill] if standby else [pod]))
+    expected = nodes[0]
     generated = time.monotonic() - started
     print(f"  {history.pods:,} pods written in {generated:.1f} s", flush=True)
+    ledger = _ledger_changelogs(settings)
+    written = asyncio.run(topic_bytes(settings, [settings.topic("sequencer"), *ledger]))
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        spawned = time.monotonic()
+        spawned, spawned_wall = time.monotonic(), time.time()
         processes.append(start_role("worker", env, logs))
         asyncio.run(_submit(settings, pod))
         bound, binding = asyncio.run(_first(settings, "bindings", NEXT_POD, None, timeout))
         takeover = bound - spawned
+        bound_wall = time.time() - (time.monotonic() - bound)
+        phases = takeover_phases((logs / "worker.log").read_text(), spawned_wall, bound_wall)
         if binding.get("node") != expected:
             # The rebuilt shard is not the one the history left: the measurement would mean nothing.
             raise SystemExit(f"error: the worker bound {NEXT_POD} to {binding.get('node')}, not {expected}")
+        stop_all(processes)
+        processes.clear()
+        if standby:
+            expect = {WARM_POD: nodes[1], STANDBY_POD: nodes[2]}
+            standby_takeover, detection, standby_phases = measure_standby(
+                settings, env, logs, (warm, after_kill), expect, timeout
+            )
+        # What the applier's recovery is about to read (counted before it starts, so not in its time).
+        ledger_written, ledger_read, ledger_tombstones = asyncio.run(_changelog_records(settings, ledger))
         spawned = time.monotonic()
         processes.append(start_role("applier", env, logs))
         answered, _ = asyncio.run(_first(settings, "binding-results", NEXT_POD, "applied", timeout))
         applier = answered - spawned
     finally:
         stop_all(processes)
-    ledger = [f"{app_id(settings, 'applier')}-{name}-changelog" for name in (NODES_TABLE, PODS_TABLE)]
-    sizes = asyncio.run(topic_bytes(settings, [settings.topic("sequencer"), *ledger]))
+    # Only a history with checkpoints had its sequencer records deleted: nothing else is to be freed.
+    wait_s = retention_wait_s if checkpoints else 0.0
+    freed = asyncio.run(_freed_bytes(settings, settings.topic("sequencer"), wait_s))
+    sizes = asyncio.run(topic_bytes(settings, ledger)) | {settings.topic("sequencer"): freed}
     kept = asyncio.run(_records_kept(settings, settings.topic("sequencer")))
     if not keep:
         asyncio.run(_delete_topics(settings))
-    return Row(
+    row = Row(
         pods=history.pods,
         checkpoints=checkpoints,
         takeover_s=round(takeover, 2),
@@ -636,7 +818,90 @@ def measure_row(
         sequencer_records=kept,
         ledger_bytes=sum(sizes[name] for name in ledger),
         generate_s=round(generated, 1),
+        phases=phases,
+        ledger_written=ledger_written,
+        ledger_read=ledger_read,
+        ledger_tombstones=ledger_tombstones,
+        ledger_bytes_written=sum(written[name] for name in ledger),
+        sequencer_bytes_written=written[settings.topic("sequencer")],
     )
+    if not standby:
+        return [row]
+    # The same history and what was measured of it after the takeover (bytes, the applier), with the
+    # standby's takeover.
+    followed = replace(
+        row, standby=True, takeover_s=standby_takeover, detection_s=detection, phases=standby_phases
+    )
+    return [row, followed]
+
+
+_FOLLOWING = re.compile(r"standby: following shards")
+_ASSIGNED = re.compile(r"shard \d+: assigned to this worker, whose standby follows it")
+_ADOPTED = re.compile(r"took over from the standby at offset \d+ \(\d+ records of tail\) in ([0-9.]+) s")
+
+
+def measure_standby(
+    settings: Settings,
+    env: dict[str, str],
+    logs: Path,
+    pods: tuple[PodRequest, PodRequest],
+    expected: dict[str, str | None],
+    timeout: float,
+) -> tuple[float, float, dict[str, float]]:
+    """A hot standby's takeover of the history's shard: two workers with ``standby_shards`` 1, one owning
+    the shard, the other following it; the owner places the first of `pods`, then is killed (SIGKILL) once
+    the standby has had `CAUGHT_UP_S` to apply that, and the second pod goes in at once. Returns the
+    seconds from the kill to the second pod's binding, the failure detection among them (until the
+    survivor's "assigned" line), and the phases: ``detection``, ``adopt`` (the standby's shard brought to
+    the takeover's offset: the records it had not applied), ``rest`` (everything
+    after the detection: the rebalance's end, the pod's way through the forwarder and the sequencer, the
+    adoption, the placement)."""
+    env = {**env, "EYRIE_STANDBY_SHARDS": "1"}
+    warm, after_kill = pods
+    processes = {name: start_role("worker", env, logs, suffix=name) for name in ("-a", "-b")}
+    try:
+        deadline = time.monotonic() + timeout
+        follower = None
+        while follower is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no worker followed the shard within {timeout:.0f} s")
+            time.sleep(0.2)
+            texts = {name: (logs / f"worker{name}.log").read_text() for name in processes}
+            if all("ready:" in text for text in texts.values()):
+                follower = next((name for name, text in texts.items() if _FOLLOWING.search(text)), None)
+        owner = next(name for name in processes if name != follower)
+        asyncio.run(_submit(settings, warm))
+        _, binding = asyncio.run(_first(settings, "bindings", warm.uid, None, timeout))
+        if binding.get("node") != expected[warm.uid]:
+            raise SystemExit(
+                f"error: the owner bound {warm.uid} to {binding.get('node')}, not {expected[warm.uid]}"
+            )
+        time.sleep(CAUGHT_UP_S)
+        killed, killed_wall = time.monotonic(), time.time()
+        processes[owner].kill()
+        asyncio.run(_submit(settings, after_kill))
+        bound, binding = asyncio.run(_first(settings, "bindings", after_kill.uid, None, timeout))
+        takeover = bound - killed
+        if binding.get("node") != expected[after_kill.uid]:
+            raise SystemExit(
+                f"error: the standby bound {after_kill.uid} to {binding.get('node')}, not "
+                f"{expected[after_kill.uid]}"
+            )
+    finally:
+        stop_all(list(processes.values()))
+    text = (logs / f"worker{follower}.log").read_text()
+    assigned, adopted = _stamped(text, _ASSIGNED), _stamped(text, _ADOPTED)
+    if assigned is None or adopted is None:
+        raise SystemExit(
+            f"error: the standby's worker did not adopt the shard (see {logs}/worker{follower}.log)"
+        )
+    detection = assigned[0] - killed_wall
+    phases = {
+        "detection": detection,
+        "adopt": float(adopted[1].group(1)),
+        "rest": takeover - detection,
+    }
+    return round(takeover, 2), round(detection, 2), {name: round(value, 2) for name, value in phases.items()}
 
 
 # ------------------------------------------------------------------------------------ the metrics tables
@@ -855,6 +1120,10 @@ def _run_metrics(args: argparse.Namespace, out: Path) -> None:
     print(orjson.dumps({"metrics": [asdict(row) for row in rows]}).decode())
 
 
+def _phases_text(phases: dict[str, float]) -> str:
+    return ", ".join(f"{name} {seconds:.2f} s" for name, seconds in phases.items()) or "none logged"
+
+
 def _sizes(text: str) -> tuple[int, ...]:
     try:
         sizes = tuple(int(part.replace("_", "")) for part in text.split(","))
@@ -884,6 +1153,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=None,
         help="Sequencer records between checkpoints in the checkpoint rows (default: the settings')",
     )
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="Skip the rows with checkpoints off (their histories take longest to write and to take over)",
+    )
+    parser.add_argument(
+        "--no-standby",
+        action="store_true",
+        help="Skip the hot-standby rows (two workers; the shard's owner killed, the other takes over)",
+    )
     parser.add_argument("--quick", action="store_true", help="One small history (tests)")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S)
     parser.add_argument("--out", default=None, help="Logs of the worker and applier (default: a temp dir)")
@@ -909,7 +1188,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.metrics:
         _run_metrics(args, out)
         return
-    modes = [False, True]
+    modes = [True] if args.no_baseline else [False, True]
     rows: list[Row] = []
     started = time.monotonic()
     with resolved_broker() as bootstrap:
@@ -917,16 +1196,41 @@ def main(argv: Sequence[str] | None = None) -> None:
             history = History(pods, args.nodes, min(args.live, pods), args.rate)
             for checkpoints in modes:
                 print(f"history of {pods:,} pods, checkpoints {'on' if checkpoints else 'off'}", flush=True)
-                row = measure_row(
-                    bootstrap, history, checkpoints, out, args.timeout, args.keep, args.checkpoint_every
+                measured = measure_row(
+                    bootstrap,
+                    history,
+                    checkpoints,
+                    out,
+                    args.timeout,
+                    args.keep,
+                    args.checkpoint_every,
+                    retention_wait_s=QUICK_RETENTION_WAIT_S if args.quick else RETENTION_WAIT_S,
+                    standby=not args.no_standby,
                 )
+                row = measured[0]
                 print(
                     f"  takeover {row.takeover_s:.2f} s, applier {row.applier_s:.2f} s, sequencer "
                     f"{row.sequencer_bytes / 1e6:,.1f} MB ({row.sequencer_records:,} records kept), "
                     f"ledger changelog {row.ledger_bytes / 1e6:,.1f} MB",
                     flush=True,
                 )
-                rows.append(row)
+                print(
+                    f"  ledger changelog: {row.ledger_written:,} records written, "
+                    f"{row.ledger_bytes_written / 1e6:,.1f} MB on disk after the history; the applier read "
+                    f"{row.ledger_read:,} ({row.ledger_tombstones:,} tombstones); sequencer "
+                    f"{row.sequencer_bytes_written / 1e6:,.1f} MB after the history, "
+                    f"{row.sequencer_bytes / 1e6:,.1f} MB after the retention check",
+                    flush=True,
+                )
+                print(f"  takeover phases: {_phases_text(row.phases)}", flush=True)
+                for followed in measured[1:]:
+                    print(
+                        f"  hot standby: takeover {followed.takeover_s:.2f} s from the owner's SIGKILL, of "
+                        f"which failure detection {followed.detection_s:.2f} s; "
+                        f"{_phases_text(followed.phases)}",
+                        flush=True,
+                    )
+                rows.extend(measured)
     print(f"all histories in {time.monotonic() - started:.0f} s; logs in {out}", flush=True)
     print(orjson.dumps({"histories": [asdict(row) for row in rows]}).decode())
 

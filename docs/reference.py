@@ -555,6 +555,11 @@ def profile_reference() -> str:
         scores = ", ".join(f"{plugin.name} {weight}" for plugin, weight in profile.score)
         if profile.batch is None:
             mode = "one pod per cycle"
+        elif profile.batch.algorithm == "orders":
+            mode = (
+                f"batch: `orders`, {profile.batch.batch_size} pods or {profile.batch.batch_wait:g} s, "
+                "each in the best of a few orders"
+            )
         else:
             mode = (
                 f"batch: `{profile.batch.algorithm}`, {profile.batch.batch_size} pods or "

@@ -13,14 +13,15 @@ import dataclasses
 import heapq
 import zlib
 from collections import Counter
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
+from operator import attrgetter, not_
 from typing import Any
 
 import numpy as np
 
 from policies.batch.placement import candidate_mask, plan_batch
-from policies.framework.contract import BoolArray, CycleContext, IntArray
+from policies.framework.contract import BoolArray, CycleContext, IntArray, skipped
 from policies.framework.profile import Profile, ProfileSet
 from policies.framework.status import Code, Status
 from policies.gpu.cards import planned_cards
@@ -132,6 +133,32 @@ class _Queued:
 
 
 @dataclass(slots=True)
+class _Stages:
+    """The stages of a profile's plugins that have something to do for pods of one shape (kube-scheduler's
+    PreFilter/PreScore Skip, `SkipPlugin`): a cycle calls only these."""
+
+    pre_filter: list[Any]
+    filter: list[Any]
+    score: list[tuple[Any, int]]
+    zeros: dict[str, int]
+    """Every scorer's name → 0, in the profile's order: the skipped scorers' part of `plugin_scores`."""
+
+
+@dataclass(slots=True)
+class _Skipping:
+    """A profile's `SkipPlugin`s and the stages they answered per pod shape (which of their `skip_fields`
+    the pod leaves empty), valid on `snapshot` while the keyed plugins' `skip_key`s are `keys`."""
+
+    profile: Profile
+    plugins: list[Any]
+    keyed: list[Any]
+    shape: Callable[[PodRequest], tuple[bool, ...]]
+    snapshot: Snapshot | None = None
+    keys: list[object] = field(default_factory=list)
+    stages: dict[tuple[bool, ...], _Stages] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class _Wait:
     queued: _Queued
     profile: Profile
@@ -162,17 +189,15 @@ class _RejectedRows(dict[int, str]):
 class _Rejection:
     """Which filter dropped which rows; masks and reasons are worked out only when read.
 
-    A cycle records each filter's answer with the rows still passing before it (`record`), which costs
-    nothing: nearly every pod is placed, and only a failed or explained cycle asks which filter dropped a
-    row. Read within the cycle that recorded it, before anything changes the arrays it refers to."""
+    A cycle appends each filter's answer, with the rows still passing before it, to a list (`_answers`),
+    which costs nothing: nearly every pod is placed, and only a failed or explained cycle wraps the list in
+    a `_Rejection` and asks which filter dropped a row. Read within the cycle that recorded it, before
+    anything changes the arrays it refers to."""
 
     ctx: CycleContext
     _answers: list[tuple[Any, BoolArray, BoolArray | None]] = field(default_factory=list)
     _steps: list[tuple[Any, BoolArray]] | None = None
     _reasons: dict[int, list[str]] | None = None
-
-    def record(self, plugin: Any, keep: BoolArray, passing_before: BoolArray | None) -> None:
-        self._answers.append((plugin, keep, passing_before))
 
     @property
     def steps(self) -> list[tuple[Any, BoolArray]]:
@@ -243,6 +268,51 @@ def _tie_break(uid: str, tied: Sized) -> int:
     return zlib.crc32(uid.encode()) % len(tied)
 
 
+def _skipping(profile: Profile) -> _Skipping:
+    # Both parts of the contract: an answer is shared only by pods alike in the fields it names.
+    plugins = [p for p in profile.plugins.values() if hasattr(p, "skips") and hasattr(p, "skip_fields")]
+    fields = sorted({name for plugin in plugins for name in plugin.skip_fields})
+    read = attrgetter(*fields) if fields else None
+
+    def shape(pod: PodRequest) -> tuple[bool, ...]:
+        # Emptiness only, in C (no Python frame per field): pods alike in it share their stages.
+        if read is None:
+            return ()
+        values = read(pod)
+        return tuple(map(not_, values)) if len(fields) > 1 else (not values,)
+
+    keyed = [plugin for plugin in plugins if hasattr(plugin, "skip_key")]
+    return _Skipping(profile, plugins, keyed, shape)
+
+
+def _stages(ctx: CycleContext, profile: Profile, plugins: list[Any]) -> _Stages:
+    skips = {plugin.name: plugin.skips(ctx) for plugin in plugins}
+    none: frozenset[str] = frozenset()
+    return _Stages(
+        [p for p in profile.pre_filter if "preFilter" not in skips.get(p.name, none)],
+        [p for p in profile.filter if "filter" not in skips.get(p.name, none)],
+        [(p, w) for p, w in profile.score if "score" not in skips.get(p.name, none)],
+        dict.fromkeys((p.name for p, _ in profile.score), 0),
+    )
+
+
+def _weighted_total(scorers: list[tuple[Any, int]], per_plugin: dict[str, IntArray], count: int) -> IntArray:
+    """The weighted sum of the plugins' scores over the cycle's nodes."""
+    total: IntArray | None = None
+    for scorer, weight in scorers:
+        scores = per_plugin[scorer.name]
+        if skipped(scores):  # plugins with nothing to say (PreScore's Skip) score all 0
+            continue
+        if total is None:
+            total = np.multiply(scores, weight, dtype=np.int64)  # a fresh array: `scores` stay as given
+        elif weight == 1:
+            total += scores
+        else:
+            weighted = np.multiply(scores, weight)
+            total += weighted
+    return total if total is not None else np.zeros(count, dtype=np.int64)
+
+
 class Scheduler:
     """Placement for one snapshot (one cluster shard). Not thread-safe: one writer, as the sequencer
     guarantees in the pipeline."""
@@ -281,6 +351,8 @@ class Scheduler:
         self._batches: dict[tuple[str, str], _Batch] = {}
         self._gated: dict[str, PodRequest] = {}
         """Pods PreEnqueue holds back (scheduling gates), by uid: the latest version of each."""
+        self._skipping: dict[int, _Skipping] = {}
+        """Per profile (by identity): its plugins' Skip answers."""
 
     # ------------------------------------------------------------------------------ cluster events
 
@@ -471,8 +543,17 @@ class Scheduler:
         queued.info = info = snapshot.pod_info(pod, queued.info)
         ctx = CycleContext(pod, info, snapshot, now)
 
+        # Skip: only the stages with something to do for this pod, as its plugins answered for pods of its
+        # shape. `explain` runs every plugin, for every plugin's verdict.
+        if explain:
+            stages = None
+            pre_filters, filters, scorers = profile.pre_filter, profile.filter, profile.score
+        else:
+            stages = self._stages_for(ctx, profile)
+            pre_filters, filters, scorers = stages.pre_filter, stages.filter, stages.score
+
         # PreFilter: whole-pod checks that need no node (a gang still missing members).
-        for pre_filter in profile.pre_filter:
+        for pre_filter in pre_filters:
             status = pre_filter.pre_filter(ctx)
             if not status.ok:
                 reasons = status.reasons or (f"rejected by {pre_filter.name}",)
@@ -483,20 +564,21 @@ class Scheduler:
         # Filter: every plugin answers for all rows at once (a slice: numpy reads views, gathers nothing);
         # a row is charged to the first plugin that rejects it, as kube-scheduler stops at the first.
         total_nodes = snapshot.size
-        # The answers are only read from here on, within this cycle: the rejection keeps references to them.
-        rejection = _Rejection(ctx)
+        # The answers are only read from here on, within this cycle: a rejection keeps references to them.
+        answers: list[tuple[Any, BoolArray, BoolArray | None]] = []
         every_row = slice(0, snapshot.rows)
         passing: BoolArray | None = None if total_nodes == snapshot.rows else snapshot.live[every_row]
-        for node_filter in profile.filter:
+        for node_filter in filters:
             keep = node_filter.filter(ctx, every_row)
             if keep is None:
                 continue
-            rejection.record(node_filter, keep, passing)
+            answers.append((node_filter, keep, passing))
             passing = keep if passing is None else passing & keep
         nodes = snapshot.live_rows() if passing is None else np.flatnonzero(passing)
 
         # PostFilter: nothing fits; preemption may free a node by evicting lower-priority pods.
         if len(nodes) == 0:
+            rejection = _Rejection(ctx, answers)
             counted, message = fit_error(total_nodes, rejection.counts())
             if not explain and profile.post_filter:
                 rejected_by = rejection.by_row()
@@ -517,19 +599,12 @@ class Scheduler:
         # PreScore, Score, NormalizeScore (inside each plugin), weight and sum.
         for pre_score in profile.pre_score:
             pre_score.pre_score(ctx, nodes)
-        total = np.zeros(len(nodes), dtype=np.int64)
-        per_plugin: dict[str, IntArray] = {}
-        for scorer, weight in profile.score:
-            scores = scorer.score(ctx, nodes)
-            per_plugin[scorer.name] = scores
-            if weight == 1:
-                total += scores
-            elif np.count_nonzero(scores):  # plugins with nothing to say (PreScore's Skip) score all 0
-                total += weight * scores
+        per_plugin = {scorer.name: scorer.score(ctx, nodes) for scorer, _ in scorers}
+        total = _weighted_total(scorers, per_plugin, len(nodes))
 
         # Select: the highest total; ties broken by a choice seeded with the pod's uid, or (tieBreak: name)
         # by the lowest node name.
-        best = total.max()
+        best = int(total.max())
         tied = np.flatnonzero(total == best)
         if len(tied) == 1:
             position = int(tied[0])
@@ -540,9 +615,14 @@ class Scheduler:
             by_name = tied[np.argsort(snapshot.name_rank()[nodes[tied]])]
             position = int(by_name[_tie_break(pod.uid, by_name)])
         row = int(nodes[position])
-        plugin_scores = {name: int(scores[position]) for name, scores in per_plugin.items()}
+        if stages is None:
+            plugin_scores = {name: scores.item(position) for name, scores in per_plugin.items()}
+        else:
+            plugin_scores = stages.zeros.copy()
+            for name, scores in per_plugin.items():
+                plugin_scores[name] = scores.item(position)
         if explain:
-            return self._explanation(pod, nodes, rejection, per_plugin, total, row)
+            return self._explanation(pod, nodes, _Rejection(ctx, answers), per_plugin, total, row)
 
         # Reserve: assume the pod on the node at once, so the next cycle sees it (the assume cache).
         cards = planned_cards(ctx.state, row, snapshot.gpu_free[row], pod.gpu)
@@ -622,7 +702,7 @@ class Scheduler:
             else:
                 single.append(queued)
         if batch:
-            plan = plan_batch(snapshot, [ctx for _, ctx in batch], np.array(masks), profile.batch)
+            plan = plan_batch(snapshot, [ctx for _, ctx in batch], np.array(masks), profile.batch, profile)
             batch_id = f"{profile.name}-{zlib.crc32(' '.join(q.pod.uid for q, _ in batch).encode()):08x}"
             name = profile.batch.algorithm.upper()
             for (queued, ctx), row, score in zip(
@@ -849,6 +929,22 @@ class Scheduler:
             self._listeners[hook] = listeners
         for method in listeners:
             method(*args)
+
+    def _stages_for(self, ctx: CycleContext, profile: Profile) -> _Stages:
+        """The stages the pod's cycle calls: kept per profile and pod shape while the snapshot and every
+        `skip_key` stay the same (they change with the cluster state the answers read)."""
+        skipping = self._skipping.get(id(profile))
+        if skipping is None or skipping.profile is not profile:
+            skipping = self._skipping[id(profile)] = _skipping(profile)
+        snapshot = ctx.snapshot
+        keys = [plugin.skip_key(snapshot) for plugin in skipping.keyed]  # before `skips` reads the state
+        if skipping.snapshot is not snapshot or skipping.keys != keys:
+            skipping.snapshot, skipping.keys, skipping.stages = snapshot, keys, {}
+        shape = skipping.shape(ctx.pod)
+        stages = skipping.stages.get(shape)
+        if stages is None:
+            stages = skipping.stages[shape] = _stages(ctx, profile, skipping.plugins)
+        return stages
 
     def _attach(self, profile: Profile) -> None:
         profile.handle.waiting = self

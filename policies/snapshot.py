@@ -110,6 +110,14 @@ def nonzero_requests(pod: PodRequest, *, scoring: bool = False) -> tuple[int, in
     container gets its missing defaults and pod-level requests are ignored, as v1.36's Fit builds its
     scorer (LeastAllocated, MostAllocated, RequestedToCapacityRatio) without the PodLevelResources feature,
     so SkipPodLevelResources holds there; kube-scheduler's own score logs show the containers' defaults."""
+    if not pod.init_containers and (scoring or pod.resources is None):
+        # App containers alone, no pod-level requests (nearly every pod): what the general path below
+        # computes, without a copy of each container.
+        cpu = memory = 0
+        for container in pod.containers:
+            cpu += container.requests.get("cpu", DEFAULT_MILLI_CPU_REQUEST)
+            memory += container.requests.get("memory", DEFAULT_MEMORY_REQUEST)
+        return cpu + pod.overhead.get("cpu", 0), memory + pod.overhead.get("memory", 0)
     defaults = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
     if (
         not scoring

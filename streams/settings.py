@@ -119,9 +119,12 @@ class Settings(BaseModel):
     """Faust table store; ``rocksdb://`` (rocksdict) in production, memory in tests."""
     data_dir: str = ".eyrie/faust"
     deleted_retention_s: float = Field(default=3600.0, ge=0.0)
-    """How long the applier's ledger keeps a deleted pod's entry, which refuses a binding still in flight
-    for it; then the entry is dropped, so the ledger does not grow with every pod ever placed. 0: kept for
-    ever."""
+    """How long the applier's ledger remembers a deleted pod, to refuse a binding still in flight for it;
+    then it is forgotten, so the ledger does not grow with every pod ever placed. 0: for ever."""
+    deleted_settle_s: float = Field(default=60.0, ge=0.0)
+    """How long after its deletion, once the applier's consumer has committed it, a deleted pod's entry
+    leaves the ledger's tables (a tombstone in their changelog) and is remembered in memory only: the tables,
+    and what a restarted applier reads back, then hold the live pods and this much of the deletions."""
     session_timeout_s: float = Field(default=6.0, ge=1.0, le=300.0)
     """The Kafka group session timeout of workers and the applier: a member that sends no heartbeat for
     this long is taken for dead and its partitions move to another (a dead worker's shard is taken over

@@ -9,6 +9,9 @@ The protocol is the one of the FGD scheduler simulator's experiment scripts (Wen
   take the arrived GPU demand past `inflation` × the cluster's GPU capacity (a list already above that
   target loses pods drawn at random instead). Pods arrive in that order and never finish.
 - A pod that finds no node fails for good (it is deleted from the queue, never retried).
+- A batch profile (``gpu-share-batch``: windows of queued pods) has its queued pods placed before a level is
+  read, its clock moved on by its ``batch_wait`` as if no pod came meanwhile, so each level counts exactly
+  the pods arrived by then, all decided.
 - Node names get a prefix ``%04d-`` from a seeded permutation, as the simulator renames its nodes: every
   built-in GPU profile breaks ties by the lowest node name (its ``selectHost``), so the prefix makes that a
   fixed random priority over the nodes instead of the trace's node order.
@@ -134,13 +137,14 @@ def profile_document(name: str) -> dict[str, Any]:
 def _default_profiles() -> tuple[str, ...]:
     base = [name for name in ("default", "balanced", "tbesk-z") if name in BUILTIN_PROFILES]
     gpu = ["gpu-share", "gpu-bestfit"] if "gpu-share" in BUILTIN_PROFILES else []
-    plus = ["gpu-share-plus"] if "gpu-share-plus" in BUILTIN_PROFILES else []
+    plus = [name for name in ("gpu-share-plus", "gpu-share-batch") if name in BUILTIN_PROFILES]
     return (*base, *gpu, *plus)
 
 
 DEFAULT_PROFILES: Final = _default_profiles()
-"""default, balanced, tbesk-z, and (when built in) gpu-share (FGD), its BestFit baseline and
-gpu-share-plus (FGD with GpuBestFit among its ties)."""
+"""default, balanced, tbesk-z, and (when built in) gpu-share (FGD), its BestFit baseline, gpu-share-plus
+(FGD with GpuBestFit among its ties) and gpu-share-batch (FGD on windows of queued pods, each in the best
+of a few orders)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,7 +492,9 @@ def replay(
     levels: Sequence[int] = DEFAULT_LEVELS,
     typical: _Typical | None = None,
 ) -> ProfileRun:
-    """One profile on the arrival sequence (see the module docstring)."""
+    """One profile on the arrival sequence (see the module docstring). A batch profile's queued pods are
+    placed before a level is read (the clock moves on by its ``batch_wait``), so every level counts exactly
+    the pods arrived by then, all decided."""
     started = time.perf_counter()
     cluster = pod_list.cluster
     capacity = cluster.capacity_milli
@@ -497,38 +503,79 @@ def replay(
     # A profile without the per-card filter knows whole cards only: a share is rounded up to one.
     shares = any(getattr(plugin, "NAME", type(plugin).__name__) == "GpuShareFit" for plugin in parsed.filter)
     drive = Drive(make_scheduler(cluster.nodes, parsed))
+    scheduler = drive.scheduler
     state = _State(cluster)
     demands: dict[str, Demand] = {}
+    position: dict[str, int] = {}
+    # Per arrival (1-based): the GPU milli placed for it, whether it failed, whether it is decided: a level
+    # or point of the curve counts the arrivals up to its crossing.
+    placed_milli = np.zeros(len(sequence) + 1, np.int64)
+    failed_at = np.zeros(len(sequence) + 1, np.bool_)
+    failed_gpu_at = np.zeros(len(sequence) + 1, np.bool_)
+    decided_at = np.zeros(len(sequence) + 1, np.bool_)
     failed: set[str] = set()
-    failed_gpu = 0
-    decided: set[str] = set()
     rows: list[LevelRow] = []
     curve: list[tuple[float, float, float]] = []
     pending_levels = sorted(set(levels))
+    crossed: list[tuple[int, int, float]] = []  # (level or 0 for a curve point, arrival, share)
     next_percent = 1
     arrived = 0
 
-    def apply(outcomes: list[Outcome], now: float) -> None:
-        nonlocal failed_gpu
+    def bind(outcomes: list[Outcome]) -> list[Outcome]:
+        # As `Drive.arrive` binds what it places: no control plane refuses a binding here.
         for outcome in outcomes:
             if isinstance(outcome, Placed):
-                record = drive.scheduler.snapshot.pods.get(outcome.uid)
+                scheduler.confirm(outcome.uid)
+                drive.placement[outcome.uid] = outcome.node
+            elif isinstance(outcome, Evicted):
+                drive.placement.pop(outcome.uid, None)
+        return outcomes
+
+    def apply(outcomes: list[Outcome], now: float) -> None:
+        for outcome in outcomes:
+            at = position[outcome.uid]
+            if isinstance(outcome, Placed):
+                record = scheduler.snapshot.pods.get(outcome.uid)
                 cards = tuple(getattr(record, "gpu_cards", ())) if record is not None else ()
                 state.place(outcome.uid, outcome.node, demands[outcome.uid], cards)
-                decided.add(outcome.uid)
+                placed_milli[at] = demands[outcome.uid].total
+                decided_at[at] = True
             elif isinstance(outcome, Evicted):
                 state.release(outcome.uid, demands[outcome.uid])
-                decided.discard(outcome.uid)
+                placed_milli[at] = 0
+                decided_at[at] = False
             elif isinstance(outcome, Unschedulable) and outcome.uid not in failed:
                 # Fails for good, as in the simulator: never retried.
                 failed.add(outcome.uid)
-                decided.add(outcome.uid)
-                failed_gpu += demands[outcome.uid].count > 0
+                failed_at[at] = decided_at[at] = True
+                failed_gpu_at[at] = demands[outcome.uid].count > 0
                 apply(drive.delete(outcome.uid, now), now)
 
     def frag() -> float:
         fragmented, idle = fragmentation_ratio(state.free, state.cpu_free, cluster.model, typical)
         return 100.0 * fragmented / idle if idle > 0 else 0.0
+
+    def read() -> None:
+        """The levels and curve points crossed by the last arrival."""
+        fragmentation = frag() if crossed else 0.0
+        for level, at, share in crossed:
+            allocated = 100.0 * float(placed_milli[: at + 1].sum()) / capacity
+            if not level:
+                curve.append((share, 100.0 - allocated, fragmentation))
+                continue
+            rows.append(
+                LevelRow(
+                    level=level,
+                    pods=at,
+                    arrived=share,
+                    allocated=allocated,
+                    failed=int(failed_at[: at + 1].sum()),
+                    failed_gpu=int(failed_gpu_at[: at + 1].sum()),
+                    pending=at - int(decided_at[: at + 1].sum()),
+                    fragmentation=fragmentation,
+                )
+            )
+        crossed.clear()
 
     now = 0.0
     for index, arriving in enumerate(sequence, start=1):
@@ -537,28 +584,24 @@ def replay(
             pod = _whole_cards(pod)
         demand = demand_of(pod)
         demands[pod.uid] = demand
+        position[pod.uid] = index
         arrived += demand.total
-        apply(drive.arrive(pod, now), now)
-        now += ARRIVAL_GAP
+        apply(bind([*scheduler.add_pod(pod, now), *scheduler.schedule(now)]), now)
         share = 100.0 * arrived / capacity
         while next_percent <= share:
-            curve.append((share, 100.0 - 100.0 * state.allocated / capacity, frag()))
+            crossed.append((0, index, share))
             next_percent = math.floor(share) + 1
+        level_crossed = bool(pending_levels) and share >= pending_levels[0]
         while pending_levels and share >= pending_levels[0]:
-            level = pending_levels.pop(0)
-            rows.append(
-                LevelRow(
-                    level=level,
-                    pods=index,
-                    arrived=share,
-                    allocated=100.0 * state.allocated / capacity,
-                    failed=len(failed),
-                    failed_gpu=failed_gpu,
-                    pending=index - len(decided),
-                    fragmentation=curve[-1][2] if curve and curve[-1][0] == share else frag(),
-                )
-            )
-    apply(drive.tick(now + 3600.0), now + 3600.0)  # a batch profile's last, partly filled batch
+            crossed.append((pending_levels.pop(0), index, share))
+        if level_crossed and parsed.batch is not None:
+            # A level is read with every pod arrived by then decided: the partly filled batch waits out
+            # its wait, as it would if no pod came for that long.
+            now += parsed.batch.batch_wait
+            apply(bind(scheduler.tick(now)), now)
+        read()
+        now += ARRIVAL_GAP
+    apply(bind(drive.tick(now + 3600.0)), now + 3600.0)  # a batch profile's last, partly filled batch
     return ProfileRun(
         pod_list=pod_list.name,
         profile=profile,

@@ -6,7 +6,7 @@ schedulerName: tbesk
 mode: batch            # single (default): one pod per cycle
 batch_size: 100        # place as soon as this many pods are queued...
 batch_wait: 1.0        # ...or this many seconds (on the scheduler's clock) after the first of them
-algorithm: tbesk       # tbesk | bes
+algorithm: tbesk       # tbesk | bes | orders (the profile's own plugins in the best of a few orders)
 batch_args:
   population: 30
   iterations: 100
@@ -28,7 +28,7 @@ from typing import Annotated, Any, Final, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from policies.batch.bes import ALGORITHMS, Algorithm, BesParams
+from policies.batch.bes import ALGORITHMS, BesParams
 from policies.batch.model import (
     DEFAULT_CRITICAL_LOAD,
     RESOURCES,
@@ -40,7 +40,7 @@ from schemas.codec import from_validation_error
 from schemas.exceptions import ConfigError, InvalidInput
 from schemas.quantity import validate_resource_name
 
-__all__ = ["BATCH_KEYS", "MODES", "BatchArgs", "BatchConfig", "parse_batch"]
+__all__ = ["BATCH_KEYS", "MODES", "BatchAlgorithm", "BatchArgs", "BatchConfig", "parse_batch"]
 
 MODES: Final = ("single", "batch")
 BATCH_KEYS: Final = ("mode", "batch_size", "batch_wait", "algorithm", "batch_args")
@@ -118,11 +118,16 @@ class BatchArgs(BaseModel):
         return BesParams(population=self.population, iterations=self.iterations)
 
 
+BatchAlgorithm = Literal["bes", "tbesk", "orders"]
+"""BES and TBESK optimise the batch model (`policies.batch.bes`); ``orders`` places the batch with the
+profile's own plugins in the best of a few queue orders (`policies.batch.orders`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BatchConfig:
     batch_size: int
     batch_wait: float
-    algorithm: Algorithm
+    algorithm: BatchAlgorithm
     args: BatchArgs
 
 
@@ -132,7 +137,7 @@ class _Document(BaseModel):
     mode: Literal["single", "batch"] = "single"
     batch_size: Annotated[int, Field(ge=1, le=100_000)] | None = None
     batch_wait: Annotated[float, Field(ge=0.0, le=86_400.0, allow_inf_nan=False)] | None = None
-    algorithm: Literal["tbesk", "bes"] | None = None
+    algorithm: BatchAlgorithm | None = None
     batch_args: BatchArgs | None = None
 
 
@@ -156,7 +161,7 @@ def parse_batch(document: Mapping[str, Any]) -> BatchConfig | None:
             raise ConfigError(f"{given[0]}: only with mode: batch")
         return None
     algorithm = parsed.algorithm or "tbesk"
-    assert algorithm in ALGORITHMS
+    assert algorithm in (*ALGORITHMS, "orders")
     return BatchConfig(
         batch_size=parsed.batch_size if parsed.batch_size is not None else DEFAULT_BATCH_SIZE,
         batch_wait=parsed.batch_wait if parsed.batch_wait is not None else DEFAULT_BATCH_WAIT,

@@ -117,13 +117,27 @@ class BatchPlan:
 
     rows: IntArray
     scores: IntArray
-    result: BatchResult
+    result: BatchResult | None
+    """The optimiser's run (None for ``algorithm: orders``, which runs no optimiser)."""
 
 
 def plan_batch(
-    snapshot: Snapshot, contexts: Sequence[CycleContext], candidates: BoolArray, config: BatchConfig
+    snapshot: Snapshot,
+    contexts: Sequence[CycleContext],
+    candidates: BoolArray,
+    config: BatchConfig,
+    profile: Profile | None = None,
 ) -> BatchPlan:
-    """Run the profile's optimiser on the batch; `candidates` is (pods, snapshot.rows) from the filters."""
+    """Run the profile's optimiser on the batch; `candidates` is (pods, snapshot.rows) from the filters.
+    ``algorithm: orders`` places the batch with the `profile`'s own plugins instead
+    (`policies.batch.orders`)."""
+    if config.algorithm == "orders":
+        from policies.batch.orders import plan_orders  # it imports this module's candidate_mask
+
+        if profile is None:
+            raise ValueError("algorithm orders needs the profile")
+        ordered = plan_orders(profile, snapshot, contexts)
+        return BatchPlan(ordered.rows, ordered.scores, None)
     rows = snapshot.live_rows()
     infos = [ctx.info for ctx in contexts]
     problem = problem_from_snapshot(snapshot, rows, infos, candidates[:, rows], config)

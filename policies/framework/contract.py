@@ -43,9 +43,11 @@ __all__ = [
     "QueueSortPlugin",
     "ReservePlugin",
     "ScorePlugin",
+    "SkipPlugin",
     "no_scores",
     "node_count",
     "node_rows",
+    "skipped",
 ]
 
 MAX_NODE_SCORE = 100
@@ -76,6 +78,11 @@ def no_scores(count: int) -> IntArray:
         shared.flags.writeable = False
         _NO_SCORES[0] = shared
     return shared[:count]
+
+
+def skipped(scores: IntArray) -> bool:
+    """Whether `scores` came from `no_scores`: the cycle adds nothing for such a plugin."""
+    return scores.base is _NO_SCORES[0]
 
 
 def node_rows(nodes: Nodes) -> IntArray:
@@ -182,6 +189,26 @@ class ScorePlugin(Protocol):
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
         """Final scores 0..100 for `nodes`. A plugin with a NormalizeScore stage applies it here: it has
         every candidate's raw score in the same array."""
+
+
+@runtime_checkable
+class SkipPlugin(Protocol):
+    """Optional, kube-scheduler's PreFilter/PreScore Skip: the stages of a plugin that have nothing to do
+    for a pod, which the scheduler then does not call in the pod's cycles (`explain` still calls every
+    plugin). A skipped stage must be one that would have answered so anyway: PreFilter SUCCESS or SKIP,
+    Filter None, Score `no_scores`.
+
+    The answer is kept and shared by every pod alike in what it may read: which of the pod's fields named
+    in ``skip_fields`` are empty (falsy), the plugin's args, and, if the plugin defines
+    ``skip_key(snapshot) -> object``, that key (a count of the cluster state the answer reads, such as the
+    kinds of affinity terms existing pods carry). Deciding it costs a cycle a few attribute reads, where
+    calling every stage of every plugin cost it a call each."""
+
+    name: str
+    skip_fields: tuple[str, ...]
+
+    def skips(self, ctx: CycleContext) -> frozenset[str]:
+        """The skipped stages, of "preFilter", "filter" and "score"."""
 
 
 @runtime_checkable

@@ -501,6 +501,21 @@ BUILTIN_PROFILES: dict[str, dict[str, Any]] = {
             "score": {"disabled": [{"name": "*"}], "enabled": [{"name": "FGD", "weight": 1}]},
         },
     },
+    # gpu-share on windows of 8 queued pods (or what came within 1 s): each window is placed by the same
+    # plugins in the best of a few orders (as queued, whole cards first, largest first), the one placing the
+    # most GPU milli and then leaving the least fragmentation by FGD's own measure (policies/batch/orders.py).
+    "gpu-share-batch": {
+        "schedulerName": "gpu-share-batch",
+        "tieBreak": "name",
+        "mode": "batch",
+        "batch_size": 8,
+        "batch_wait": 1.0,
+        "algorithm": "orders",
+        "plugins": {
+            "filter": {"enabled": [{"name": "GpuShareFit"}]},
+            "score": {"disabled": [{"name": "*"}], "enabled": [{"name": "FGD", "weight": 1}]},
+        },
+    },
     # FGD deciding, and GpuBestFit (weight 1 against FGD's 100, so it only orders nodes FGD scores equally)
     # packing among its ties, which a uid-seeded choice would spread. With the simulator's lowest-name
     # tie-break FGD alone packs its ties already, and on the openb pod lists this profile is within a few

@@ -80,6 +80,7 @@ def registry() -> dict[str, PluginSpec]:
             _spec(nodeunschedulable),
             _spec(queuesort.priority),
             _spec(queuesort.qos),
+            _spec(queuesort.gpudemand),
             _spec(limitsum),
             _spec(rolespread),
             _spec(coscheduling),

@@ -44,14 +44,19 @@ class _ImageStates:
         self.cursor = RowCursor(NODES)
         self.states: dict[str, tuple[int, set[int]]] = {}
         self.on_row: dict[int, list[str]] = {}
+        self.changes = 0
+        """Refreshes that found rows changed: while the same, so are `states`."""
 
     def refresh(self, snapshot: Snapshot) -> None:
         stale = self.cursor.stale(snapshot)
         if stale is None:
             self.states, self.on_row = {}, {}
             rows: list[int] = list(range(snapshot.rows))
+        elif len(stale) == 0:
+            return  # no node changed (nearly every cycle)
         else:
             rows = sorted(set(stale.tolist()))
+        self.changes += 1
         for row in rows:
             for name in self.on_row.pop(row, ()):
                 _, holders = self.states[name]
@@ -74,20 +79,37 @@ class _ImageStates:
             self.on_row[row] = names
 
 
+_SKIP_SCORE = frozenset({"score"})
+_SKIP_NONE: frozenset[str] = frozenset()
+
+
 class ImageLocality:
     name = NAME
+    skip_fields = ()
 
     def __init__(self) -> None:
         self._images = _ImageStates()
 
+    def skip_key(self, snapshot: Snapshot) -> int:
+        """`skips` reads the pod and the images nodes hold."""
+        self._images.refresh(snapshot)
+        return self._images.changes
+
+    def skips(self, ctx: CycleContext) -> frozenset[str]:
+        """PreScore's Skip while no node holds any image: `score` would score every node 0."""
+        self._images.refresh(ctx.snapshot)
+        return _SKIP_NONE if self._images.states else _SKIP_SCORE
+
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
         pod, snapshot = ctx.pod, ctx.snapshot
-        containers = [*pod.init_containers, *pod.containers]
         self._images.refresh(snapshot)
         states = self._images.states
+        if not states:
+            return no_scores(len(nodes))  # no node holds any image: every sum clamps to the floor
+        containers = [*pod.init_containers, *pod.containers]
         total_nodes = snapshot.size
         sums: IntArray | None = None
-        if states and total_nodes:
+        if total_nodes:
             for container in containers:
                 state = states.get(normalized_image_name(container.image))
                 if state is None:

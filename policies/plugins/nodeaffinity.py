@@ -169,8 +169,15 @@ def _expression(snapshot: Snapshot, expr: NodeSelectorRequirement, nodes: Nodes)
         return np.full(node_count(nodes), absent, dtype=np.bool_)
     ids = column[nodes]
     if expr.operator in ("In", "NotIn"):
-        wanted = [snapshot.label_value_id(expr.key, v) for v in expr.values]
-        member: BoolArray = np.isin(ids, wanted)
+        # Membership by value id through a table (one slot per id, and a last one, False, that an absent
+        # label's -1 reads): a gather, where `np.isin` sorts.
+        vocabulary = snapshot.label_vocab.get(expr.key, {})
+        table = np.zeros(len(vocabulary) + 1, dtype=np.bool_)
+        for value in expr.values:
+            value_id = vocabulary.get(value)
+            if value_id is not None:
+                table[value_id] = True
+        member: BoolArray = table.take(ids)
         return member if expr.operator == "In" else ~member
     if expr.operator == "Exists":
         exists: BoolArray = ids >= 0
@@ -252,8 +259,21 @@ def _any_term(snapshot: Snapshot, terms: list[NodeSelectorTerm], nodes: Nodes) -
     return matched
 
 
+_SKIPS = {
+    (pre_filter, filter_, score): frozenset(
+        stage
+        for stage, skipped in (("preFilter", pre_filter), ("filter", filter_), ("score", score))
+        if skipped
+    )
+    for pre_filter in (False, True)
+    for filter_ in (False, True)
+    for score in (False, True)
+}
+
+
 class NodeAffinity:
     name = NAME
+    skip_fields = ("node_affinity", "node_selector", "preferred_node_affinity")
 
     def __init__(self, args: Args) -> None:
         added = args.added_affinity
@@ -263,6 +283,14 @@ class NodeAffinity:
         # (weight, term): addedAffinity's weights need not fit a pod's 1..100.
         self.added_preferred = [
             (p.weight, p.preference.to_term()) for p in (added.preferred if added else [])
+        ]
+
+    def skips(self, ctx: CycleContext) -> frozenset[str]:
+        pod = ctx.pod
+        return _SKIPS[
+            not pod.node_affinity,
+            self.added_required is None and not pod.node_selector and not pod.node_affinity,
+            not self.added_preferred and not pod.preferred_node_affinity,
         ]
 
     def pre_filter(self, ctx: CycleContext) -> Status:

@@ -12,8 +12,16 @@ NAME = "NodeName"
 REASON = "node(s) didn't match the requested node name"
 
 
+_SKIP_FILTER = frozenset({"filter"})
+_SKIP_NONE: frozenset[str] = frozenset()
+
+
 class NodeName:
     name = NAME
+    skip_fields = ("node_name",)
+
+    def skips(self, ctx: CycleContext) -> frozenset[str]:
+        return _SKIP_NONE if ctx.pod.node_name else _SKIP_FILTER
 
     def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         wanted = ctx.pod.node_name

@@ -10,8 +10,16 @@ NAME = "NodePorts"
 REASON = "node(s) didn't have free ports for the requested pod ports"
 
 
+_SKIP_FILTER = frozenset({"filter"})
+_SKIP_NONE: frozenset[str] = frozenset()
+
+
 class NodePorts:
     name = NAME
+    skip_fields = ("host_ports",)
+
+    def skips(self, ctx: CycleContext) -> frozenset[str]:
+        return _SKIP_NONE if ctx.pod.host_ports else _SKIP_FILTER
 
     def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         if not ctx.pod.host_ports:

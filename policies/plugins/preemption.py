@@ -41,6 +41,8 @@ NAME = "DefaultPreemption"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 RESOLVABLE_BY_EVICTION = frozenset({"NodeResourcesFit", "NodePorts", "LimitSum", "RoleSpread"})
+_PENDING = 4096
+"""Queued assumes and forgets the ledger applies at the latest (it applies them when read, too)."""
 
 
 class _Level:
@@ -57,25 +59,18 @@ class _Level:
 class PriorityLedger:
     """Per priority of the snapshot's pods, their count and summed requests per row, kept on every assume
     and forget (the snapshot's pod listeners); one per snapshot (`of`). What evicting every pod below a
-    priority would free on a set of rows is then a sum over the few priorities in use."""
+    priority would free on a set of rows is then a sum over the few priorities in use.
+
+    Assumes and forgets are queued and applied in one batch when the ledger is read: placements far
+    outnumber preemptions, and a few numpy calls per batch cost less than a few per placement."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.levels: dict[int, _Level] = {}
-        # Built on the first preemption, inside a cycle: the pods already there in one pass per priority.
-        by_priority: dict[int, list[PodRecord]] = {}
-        for record in snapshot.pods.values():
-            by_priority.setdefault(record.info.pod.priority, []).append(record)
-        for priority, records in by_priority.items():
-            width = max(len(snapshot.resources), *(len(r.info.vector) for r in records))
-            level = self.levels[priority] = _Level(len(snapshot.live), width)
-            rows = np.fromiter((r.row for r in records), dtype=np.int64, count=len(records))
-            vectors = np.zeros((len(records), width), dtype=np.int64)
-            for i, record in enumerate(records):
-                vectors[i, : len(record.info.vector)] = record.info.vector
-            np.add.at(level.pods, rows, 1)
-            np.add.at(level.requested, rows, vectors)
-            level.total = len(records)
+        self._levels: dict[int, _Level] = {}
+        # Built on the first preemption, inside a cycle: the pods already there, as one batch.
+        self._records: list[PodRecord] = list(snapshot.pods.values())
+        self._signs: list[int] = [1] * len(self._records)
+        self._apply()
         snapshot.pod_listeners.append(self.on_pod)
 
     @classmethod
@@ -86,22 +81,62 @@ class PriorityLedger:
         assert isinstance(ledger, PriorityLedger)
         return ledger
 
+    @property
+    def levels(self) -> dict[int, _Level]:
+        """The priorities some pod has, each with its per-row counts and requests."""
+        if self._records:
+            self._apply()
+        return self._levels
+
     def on_pod(self, record: PodRecord, sign: int) -> None:
-        priority, row, vector = record.info.pod.priority, record.row, record.info.vector
-        level = self.levels.get(priority)
-        if level is None:
-            level = self.levels[priority] = _Level(len(self.snapshot.live), len(self.snapshot.resources))
-        rows, width = level.requested.shape
-        if row >= rows or len(vector) > width:
-            level.pods = _grown(level.pods, max(len(self.snapshot.live), row + 1))
-            grown = np.zeros((len(level.pods), max(width, len(vector))), dtype=np.int64, order="F")
-            grown[:rows, :width] = level.requested
-            level.requested = grown
-        level.pods[row] += sign
-        level.requested[row, : len(vector)] += sign * vector
-        level.total += sign
-        if level.total == 0:
-            del self.levels[priority]  # priorities come and go; an empty one holds no memory
+        self._records.append(record)
+        self._signs.append(sign)
+        if len(self._records) >= _PENDING:
+            self._apply()
+
+    def _apply(self) -> None:
+        """Apply the queued assumes (+1) and forgets (−1): gathered into arrays once, then summed per
+        priority (the first batch is every pod of the snapshot)."""
+        records, self._records = self._records, []
+        signs = np.array(self._signs, dtype=np.int64)
+        self._signs = []
+        if not records:
+            return
+        count = len(records)
+        priorities = np.fromiter((r.info.pod.priority for r in records), dtype=np.int64, count=count)
+        rows = np.fromiter((r.row for r in records), dtype=np.int64, count=count)
+        vectors_of = [r.info.vector for r in records]
+        width = max(map(len, vectors_of))
+        if all(len(vector) == width for vector in vectors_of):
+            vectors = np.concatenate(vectors_of).reshape(count, width)
+        else:  # pods from before a resource column appeared have shorter vectors
+            vectors = np.zeros((count, width), dtype=np.int64)
+            for i, vector in enumerate(vectors_of):
+                vectors[i, : len(vector)] = vector
+        vectors *= signs[:, np.newaxis]
+        live = len(self.snapshot.live)
+        distinct = np.unique(priorities)
+        for priority in distinct.tolist():
+            if len(distinct) == 1:
+                at, by, amounts = rows, signs, vectors
+            else:
+                chosen = priorities == priority
+                at, by, amounts = rows[chosen], signs[chosen], vectors[chosen]
+            level = self._levels.get(priority)
+            if level is None:
+                level = self._levels[priority] = _Level(live, len(self.snapshot.resources))
+            have_rows, have_width = level.requested.shape
+            highest_row = int(at.max())
+            if highest_row >= have_rows or width > have_width:
+                level.pods = _grown(level.pods, max(live, highest_row + 1))
+                grown = np.zeros((len(level.pods), max(have_width, width)), dtype=np.int64, order="F")
+                grown[:have_rows, :have_width] = level.requested
+                level.requested = grown
+            np.add.at(level.pods, at, by)
+            np.add.at(level.requested[:, :width], at, amounts)
+            level.total += int(by.sum())
+            if level.total == 0:
+                del self._levels[priority]  # priorities come and go; an empty one holds no memory
 
     def below(self, priority: int, rows: IntArray, columns: list[int]) -> tuple[IntArray, IntArray]:
         """For `rows`: the pods of lower priority than `priority` on each, and their summed requests of
@@ -218,20 +253,28 @@ class DefaultPreemption:
         priority where, with all of them evicted, NodeResourcesFit (when the profile filters with it, on
         requests) would pass."""
         snapshot, priority = ctx.snapshot, ctx.pod.priority
-        ledger = PriorityLedger.of(snapshot)
-        if not ledger.any_below(priority):
-            return np.zeros(len(rows), dtype=np.bool_)
         profile = self.handle.profile
         assert profile is not None
         fit = next((p for p in profile.filter if isinstance(p, NodeResourcesFit)), None)
         if fit is not None and fit.args.requests_from != "requests":
             fit = None  # measured usage decides there, which evictions do not change at once
         columns = fit._checked_columns(ctx) if fit is not None else []
+        vector = ctx.info.vector
+        if fit is not None:
+            # Evictions free at most what the row's pods request: rows too small for the pod even with
+            # every pod gone are out before the ledger (built from every pod, the first time) is needed.
+            room: BoolArray = (snapshot.pod_count[rows] > 0) & (snapshot.max_pods[rows] > 0)
+            for column in columns:
+                room &= snapshot.allocatable[rows, column] >= vector[column]
+            if not room.any():
+                return room
+        ledger = PriorityLedger.of(snapshot)
+        if not ledger.any_below(priority):
+            return np.zeros(len(rows), dtype=np.bool_)
         pods, freed = ledger.below(priority, rows, columns)
         hopeful: BoolArray = pods > 0
         if fit is not None:
             hopeful &= snapshot.pod_count[rows] - pods < snapshot.max_pods[rows]
-            vector = ctx.info.vector
             for i, column in enumerate(columns):
                 hopeful &= snapshot.free[rows, column] + freed[:, i] >= vector[column]
         return hopeful

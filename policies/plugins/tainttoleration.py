@@ -28,6 +28,9 @@ def untolerated_taint(key: str, value: str) -> str:
 class TaintToleration:
     name = NAME
 
+    def __init__(self) -> None:
+        self._normalized: dict[int, IntArray] = {}
+
     def filter(self, ctx: CycleContext, nodes: Nodes) -> BoolArray | None:
         hard, _ = ctx.snapshot.untolerated_taints(ctx.pod.tolerations)
         if not any(hard):
@@ -80,9 +83,17 @@ class TaintToleration:
         highest = int(counts.max()) if len(counts) else 0
         if highest == 0:
             return np.full(len(nodes), MAX_NODE_SCORE, dtype=np.int64)
-        # DefaultNormalizeScore, reversed, for counts 0..highest: looked up rather than divided per node.
-        normalized: IntArray = default_normalize(np.arange(highest + 1, dtype=np.int64), reverse=True)
-        return normalized.take(counts)
+        scores: IntArray = self._table(highest).take(counts)
+        return scores
+
+    def _table(self, highest: int) -> IntArray:
+        """DefaultNormalizeScore, reversed, for counts 0..highest: looked up rather than divided per node,
+        and kept per highest count (a handful of values over a run)."""
+        normalized = self._normalized.get(highest)
+        if normalized is None:
+            normalized = default_normalize(np.arange(highest + 1, dtype=np.int64), reverse=True)
+            self._normalized[highest] = normalized
+        return normalized
 
 
 def new(args: None, handle: object) -> TaintToleration:

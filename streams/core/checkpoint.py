@@ -117,7 +117,9 @@ _SHARD = _Component("shard", frozenset({"scheduler", "placer"}))
 _PROFILES = _Component("profiles", frozenset({"_lock"}))
 _SCHEDULER = _Component(
     "scheduler",
-    frozenset({"profiles", "snapshot", "_listeners", "_listeners_version"}),
+    # `_skipping`: which plugins each profile skips for a pod, rebuilt on first use (keyed by the profiles'
+    # ids, which a restore changes).
+    frozenset({"profiles", "snapshot", "_listeners", "_listeners_version", "_skipping"}),
 )
 _SNAPSHOT = _Component(
     "snapshot",

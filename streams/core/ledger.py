@@ -21,9 +21,17 @@ two writes can leave a node counting a pod that has no entry (or the reverse).
 
 Rules (see ``Ledger.apply``): a binding commits only while it fits the node's allocatable under the hard
 limits, a uid is booked on at most one node however often its binding is delivered, and a deleted uid is
-not booked again while its entry is kept (`Ledger.forget_deleted` drops it after a retention). A pod bound
+not booked again while it is remembered (`Ledger.forget_deleted` forgets it after a retention). A pod bound
 by someone else (`Ledger.book`) is booked whatever room it leaves: it runs there, and bindings that would
 over-commit the node with it are refused.
+
+A deleted pod's entry stays in the pod mapping only until the applier's consumer has committed the
+deletion, and a minute more by default (`Ledger.settle`): until then a crash could deliver again a
+binding of an earlier attempt, on another bindings partition, after the deletion, and only the entry
+refuses it. Then the entry leaves the mapping (a tombstone in the changelog, which compaction drops) and
+the uid is remembered in memory alone until `forget_deleted`. The mapping, its changelog and a recovering
+applier's reading hold the live pods plus about a minute of deletions, not every deletion of the
+retention.
 """
 
 from __future__ import annotations
@@ -177,14 +185,17 @@ class Ledger:
     one applier instance owns the whole set of nodes (one bindings partition per cluster shard).
     """
 
-    __slots__ = ("_allocated", "_deleted", "_nodes", "_pods")
+    __slots__ = ("_allocated", "_deleted", "_gone", "_gone_order", "_nodes", "_pods")
 
     def __init__(self, nodes: MutableMapping[str, bytes], pods: MutableMapping[str, bytes]) -> None:
         self._nodes = nodes
         self._pods = pods
         self._allocated: dict[str, dict[str, int]] = {}
         self._deleted: deque[tuple[float, str]] = deque()
-        """(when, uid) of the deleted pods' entries, oldest first, for `forget_deleted`."""
+        """(when, uid) of the deleted pods' entries in the mapping, oldest first, for `settle`."""
+        self._gone: dict[str, tuple[str | None, int, float]] = {}
+        """Settled deletions, uid → (node, attempt, when), held in memory only, for `forget_deleted`."""
+        self._gone_order: deque[tuple[float, str]] = deque()
         self.recount()
 
     def recount(self) -> int:
@@ -206,21 +217,48 @@ class Ledger:
         self._deleted = deque(sorted(deleted))
         return bound
 
+    def settle(self, before: float) -> int:
+        """Move the entries of pods deleted before `before` out of the mapping into memory; returns how
+        many. The applier calls it once its consumer committed every deletion made before `before` (and
+        they are the setting ``deleted_settle_s`` old): a binding of an earlier attempt that
+        a crash could deliver again after its deletion is then committed too (it was answered before the
+        attempt that followed it was even sent), so the entry is needed in the mapping no longer. Each
+        removal is a tombstone in the table's changelog: what a recovering applier reads then follows the
+        live pods, not every pod deleted within the retention."""
+        settled = 0
+        while self._deleted and self._deleted[0][0] < before:
+            at, uid = self._deleted.popleft()
+            pod = self._deleted_entry(uid, at)
+            if pod is None:
+                continue
+            del self._pods[uid]
+            self._gone[uid] = (pod["node"], pod["attempt"], at)
+            self._gone_order.append((at, uid))
+            settled += 1
+        return settled
+
     def forget_deleted(self, before: float) -> int:
-        """Drop the entries of pods deleted at or before `before`; returns how many. A deleted pod's entry
-        is kept only to refuse a binding still in flight for it, and would otherwise stay for ever: the
-        ledger would grow with every pod ever placed. A binding for the uid after this is a new pod's."""
+        """Forget the pods deleted at or before `before`, in the mapping or settled; returns how many. A
+        deleted pod is remembered only to refuse a binding still in flight for it, and would otherwise be
+        for ever: the ledger would grow with every pod ever placed. A binding for the uid after this is a
+        new pod's."""
         dropped = 0
         while self._deleted and self._deleted[0][0] <= before:
             at, uid = self._deleted.popleft()
-            raw = self._pods.get(uid)
-            if raw is None:
-                continue
-            pod: PodEntry = orjson.loads(raw)
-            if pod["state"] == "deleted" and pod["at"] == at:
+            if self._deleted_entry(uid, at) is not None:
                 del self._pods[uid]
                 dropped += 1
+        while self._gone_order and self._gone_order[0][0] <= before:
+            at, uid = self._gone_order.popleft()
+            gone = self._gone.get(uid)
+            if gone is not None and gone[2] == at:
+                del self._gone[uid]
+                dropped += 1
         return dropped
+
+    def deleted_held(self) -> tuple[int, int]:
+        """Deleted pods remembered: (entries in the mapping, settled ones held in memory only)."""
+        return len(self._deleted), len(self._gone)
 
     # ------------------------------------------------------------------------------------------ nodes
 
@@ -303,9 +341,8 @@ class Ledger:
         checked.
         """
         uid = binding.uid
-        raw_pod = self._pods.get(uid)
-        if raw_pod is not None:
-            pod: PodEntry = orjson.loads(raw_pod)
+        pod = self._entry(uid)
+        if pod is not None:
             state = pod["state"]
             if state == "bound":
                 if pod["node"] == binding.node:
@@ -347,9 +384,8 @@ class Ledger:
         gpu_milli = bound.pod.gpu.milli if bound.pod.gpu is not None else 0
         requests = _booked(bound.pod.effective_requests) | card_requests(bound.gpu_cards, gpu_milli)
         attempt = 0
-        raw = self._pods.get(uid)
-        if raw is not None:
-            pod: PodEntry = orjson.loads(raw)
+        pod = self._entry(uid)
+        if pod is not None:
             if pod["state"] == "deleted" or bound.ts < pod.get("reported", -1.0):
                 return False
             if pod["state"] == "bound" and pod["node"] == node and pod["requests"] == requests:
@@ -370,13 +406,12 @@ class Ledger:
         """Release the pod's allocation and remember the uid as deleted, so a binding that arrives later
         (placement may still have one in flight) is rejected. Returns the node it was bound to, or None
         when it was not bound; an unknown uid is recorded all the same."""
-        raw = self._pods.get(uid)
-        if raw is None:
+        pod = self._entry(uid)
+        if pod is None:
             tombstone = PodEntry(node=None, requests={}, attempt=0, state="deleted", at=now)
             self._pods[uid] = orjson.dumps(tombstone)
             self._deleted.append((now, uid))
             return None
-        pod: PodEntry = orjson.loads(raw)
         if pod["state"] == "deleted":
             return None
         released_from = pod["node"] if pod["state"] == "bound" else None
@@ -419,6 +454,25 @@ class Ledger:
         return sorted(self._nodes.keys())
 
     # -------------------------------------------------------------------------------------- internals
+
+    def _entry(self, uid: str) -> PodEntry | None:
+        """The uid's entry, a settled deletion's rebuilt from memory."""
+        raw = self._pods.get(uid)
+        if raw is not None:
+            entry: PodEntry = orjson.loads(raw)
+            return entry
+        gone = self._gone.get(uid)
+        if gone is None:
+            return None
+        return PodEntry(node=gone[0], requests={}, attempt=gone[1], state="deleted", at=gone[2])
+
+    def _deleted_entry(self, uid: str, at: float) -> PodEntry | None:
+        """The uid's entry in the mapping if it is still the deletion made at `at`."""
+        raw = self._pods.get(uid)
+        if raw is None:
+            return None
+        pod: PodEntry = orjson.loads(raw)
+        return pod if pod["state"] == "deleted" and pod["at"] == at else None
 
     def _release(self, name: str, requests: dict[str, int]) -> None:
         allocated = self._allocated.get(name)

@@ -7,7 +7,8 @@ naming the file below to re-check.
 - fetching.py: `EyrieApp` (the app, `_new_consumer`) and its Kafka consumer. `_Consumer` carries a copy of
   Faust's fetch loop (`_drain_messages`: skipped offsets read again, records held across a rebalance's
   seek, hand-over inline) and overrides `pause_partitions`, `resume_partitions`, `_commit_tps` (the app's
-  `before_commit` hooks), `on_partitions_assigned`, `perform_seek`, `resume_flow` and `seek`.
+  `before_commit` and `after_commit` hooks), `on_partitions_assigned`, `perform_seek`, `resume_flow` and
+  `seek`.
   `_ConsumerThread` runs Faust's consumer service on the app's loop (`Worker`, `call_thread`,
   `_stopped_set`, `set_shutdown`, `_gather_remaining_tasks`), sets aiokafka's `_fetch_max_wait_ms`
   (`_create_worker_consumer`), and leaves paused partitions out of Faust's livelock checks

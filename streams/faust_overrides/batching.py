@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from faust.streams import Stream
@@ -58,17 +58,21 @@ class Breather:
             self._due = time.monotonic() + self._every
 
 
-def take_batches(stream: Stream[Any], max_: int, within: float) -> AsyncGenerator[list[Any], None]:
+def take_batches(
+    stream: Stream[Any], max_: int, within: float, acked: Callable[[], None] | None = None
+) -> AsyncGenerator[list[Any], None]:
     """Batches of up to `max_` events of `stream`: sleeps until the first arrives, then hands the batch over
     when it is full, when `QUIET_S` passed without a new record, or `within` seconds after its first record,
     whichever comes first. Events are acknowledged once the batch's consumer asks for the next one, as by
-    `Stream.take_events` (whose buffering this follows)."""
-    batches = _take_batches(stream, max_, within)
+    `Stream.take_events` (whose buffering this follows); `acked` is called once they are."""
+    batches = _take_batches(stream, max_, within, acked)
     stream._active_agens.add(batches)  # closed by the stream on stop, as Faust does for take_events
     return batches
 
 
-async def _take_batches(stream: Any, max_: int, within: float) -> AsyncGenerator[list[Any], None]:
+async def _take_batches(
+    stream: Any, max_: int, within: float, acked: Callable[[], None] | None
+) -> AsyncGenerator[list[Any], None]:
     # `stream` untyped: mode's annotations take its own Event, where Faust's take_events passes asyncio's.
     buffer: list[Any] = []
     consumed = asyncio.Event()
@@ -147,6 +151,8 @@ async def _take_batches(stream: Any, max_: int, within: float) -> AsyncGenerator
                 await send_table_changes(stream.app)
                 for event in events:
                     await stream.ack(event)
+                if acked is not None:
+                    acked()
                 notify(consuming)
                 consumed.set()
     finally:

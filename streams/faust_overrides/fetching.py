@@ -63,6 +63,9 @@ class EyrieApp(faust.App):
         """Called before the consumer commits offsets: an agent that holds outputs back after acknowledging
         the events that made them (the applier's results for placement) hands them to the producer here,
         which Faust flushes before it commits, so a committed input never leaves its output unsent."""
+        self.after_commit: list[Callable[[], Awaitable[None]]] = []
+        """Called once the consumer committed offsets: what is kept only until its inputs are committed
+        (the ledger's deleted-pod entries) can go."""
         super().__init__(*args, **kwargs)
 
     def _new_consumer(self) -> Any:
@@ -217,9 +220,14 @@ class _Consumer(AIOKafkaConsumer):
     # again: the partitions they came from are sought back to their read offsets when the hold ends.
 
     async def _commit_tps(self, tps: Iterable[Any], start_new_transaction: bool) -> bool:
-        for send_held_outputs in cast(EyrieApp, self.app).before_commit:
+        app = cast(EyrieApp, self.app)
+        for send_held_outputs in app.before_commit:
             await send_held_outputs()
-        return bool(await super()._commit_tps(tps, start_new_transaction))
+        committed = bool(await super()._commit_tps(tps, start_new_transaction))
+        if committed:
+            for committed_hook in app.after_commit:
+                await committed_hook()
+        return committed
 
     async def on_partitions_assigned(self, assigned: set[Any], generation_id: int = 0) -> None:
         self._hold.assigned()

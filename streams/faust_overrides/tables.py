@@ -12,16 +12,25 @@ does not load.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any, cast
 
 import faust
 from faust.stores.rocksdb import Store as RocksDBStore
+from faust.tables import TableManager
 
-__all__ = ["CHANGELOG_CONFIG", "KeyPartition", "KeyPartitionedTable", "new_bytes_table", "send_table_changes"]
+__all__ = [
+    "CHANGELOG_CONFIG",
+    "EyrieTableManager",
+    "KeyPartition",
+    "KeyPartitionedTable",
+    "new_bytes_table",
+    "send_table_changes",
+]
 
 CHANGELOG_CONFIG: dict[str, str] = {
-    "segment.bytes": str(16 * 1024 * 1024),
+    "segment.bytes": str(1024 * 1024),
     "segment.ms": str(10 * 60 * 1000),
     "min.cleanable.dirty.ratio": "0.2",
     "delete.retention.ms": str(10 * 60 * 1000),
@@ -30,9 +39,28 @@ CHANGELOG_CONFIG: dict[str, str] = {
 Compaction only cleans closed segments, and Kafka closes one at 1 GiB or after 7 days: a ledger booking
 and freeing pods at hundreds a second kept every record it ever wrote (each pod's booking, its deletion and
 the tombstone that dropped it) in the open segment, and a new applier read them all. Small segments that
-close within minutes let the cleaner keep each key's last value, and tombstones are dropped once every
-reader has had ten minutes to pass them. Applied when Faust creates the changelog; an existing topic keeps
-its settings (``kafka-configs --alter`` changes them)."""
+close after 1 MiB or ten minutes, whichever comes first, let the cleaner keep each key's last value, so a
+recovery reads the table plus at most the open segment of each partition; tombstones are dropped once
+every reader has had ten minutes to pass them. (A table's records are a few kilobytes at most, far below
+a segment.) Applied when Faust creates the changelog; an existing topic keeps its settings
+(``kafka-configs --alter``, docs/operations.md)."""
+
+
+class EyrieTableManager(TableManager):
+    """Faust's table manager without its start's one-second sleep.
+
+    Faust sleeps a second before it registers the tables, so that tables an app defines as it starts are
+    registered too; the consumer subscribes only after that. eyrie defines every table before the app
+    starts (`streams.runtime.app.create_app`), so the second was only a fixed part of every worker's and
+    applier's start, and so of every takeover of a placement shard."""
+
+    logger = logging.getLogger("faust.tables.manager.eyrie")  # its lines under Faust's name, as Faust's
+
+    async def on_start(self) -> None:
+        if not self.should_stop:
+            await self._update_channels()
+            await self.recovery.start()
+
 
 KeyPartition = Callable[[bytes, int], int]
 """A key and a partition count → the key's partition."""

@@ -16,6 +16,7 @@ import faust
 from faust.types import TopicT
 
 from streams.faust_overrides.fetching import EyrieApp
+from streams.faust_overrides.tables import EyrieTableManager
 from streams.faust_overrides.worker import EyrieWorker
 from streams.runtime.agents.common import Topics
 from streams.runtime.lifecycle import PROBE_S, Lifecycle, probe_broker
@@ -111,6 +112,7 @@ def create_app(settings: Settings, role: str = "worker", *, web_port: int | None
         web_port=web_port or 6066,
         web_bind=settings.web_host,
         autodiscover=False,
+        TableManager=EyrieTableManager,  # without Faust's fixed second before the tables' registration
         # Faust's check that every assigned partition is fetched and its stream moving (it logs an error
         # for one that is not); `streams.faust_overrides.fetching` leaves the partitions eyrie pauses out of
         # it.

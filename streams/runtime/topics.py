@@ -43,8 +43,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     # Internal: every input of a cluster shard, in one partition per shard. No time retention: it is the
     # shard's changelog (a worker that takes a shard over replays it after the shard's newest checkpoint),
     # and the placement agent deletes what lies behind the checkpoints itself (DeleteRecords). The broker
-    # frees disk a whole segment at a time, so segments are kept small (16 MiB, or 10 minutes of records):
-    # what a deletion leaves on disk is then about one segment beyond the records the checkpoints need.
+    # frees disk a whole segment at a time, at its retention check (`log.retention.check.interval.ms`), so
+    # segments are kept small (16 MiB, or 10 minutes of records): what a deletion leaves on disk is then
+    # about one segment beyond the records the checkpoints need.
     TopicSpec(
         "sequencer",
         "cluster shard",

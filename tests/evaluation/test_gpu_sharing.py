@@ -124,6 +124,35 @@ def test_sharing_profiles_put_two_shares_on_one_card_where_whole_cards_fail_the_
     assert shared.levels[0].failed == 0
 
 
+def test_gpu_share_batch_places_a_window_largest_first_where_fgd_in_arrival_order_fails_the_big_pod(
+    tmp_path: Path,
+) -> None:
+    # Two cards: a 300-milli share, then a two-card pod. One by one, the share breaks a card and the pair
+    # fails; in one window the pair goes first and the share fails: 2,000 of the 2,300 milli are placed.
+    trace = write_trace(
+        tmp_path, ["n0,64000,65536,2,V100M16"], ["p0,1000,1024,1,300,", "p1,1000,1024,2,1000,"]
+    )
+    pod_list = read_pod_list(trace, "tiny")
+    one_by_one = replay(pod_list, pod_list.pods, "gpu-share", levels=(115,))
+    window = replay(pod_list, pod_list.pods, "gpu-share-batch", levels=(115,))
+    assert (one_by_one.levels[0].unallocated, one_by_one.levels[0].failed) == (pytest.approx(85.0), 1)
+    assert (window.levels[0].unallocated, window.levels[0].failed) == (pytest.approx(0.0), 1)
+    assert window.levels[0].pending == 0
+
+
+def test_a_batch_profile_s_queued_pods_are_placed_before_a_level_is_read(tmp_path: Path) -> None:
+    # Four shares of 250 on one card: each 25 % of the capacity. The window (8 pods) never fills, so
+    # every level's reading waits out the batch: nothing is pending when it is read.
+    trace = write_trace(tmp_path, ["n0,64000,65536,1,V100M16"], pods_of(4, milli=250))
+    pod_list = read_pod_list(trace, "tiny")
+    run = replay(pod_list, pod_list.pods, "gpu-share-batch", levels=(25, 50, 100))
+    assert [(row.pods, row.pending, row.unallocated) for row in run.levels] == [
+        (1, 0, pytest.approx(75.0)),
+        (2, 0, pytest.approx(50.0)),
+        (4, 0, pytest.approx(0.0)),
+    ]
+
+
 FRAG_CASES = [
     pytest.param(
         [[1000, 1000]],

@@ -115,22 +115,32 @@ def test_sending_with_nothing_held_sends_nothing() -> None:
 @pytest.mark.parametrize(
     ("case", "role", "hooks"),
     [
-        ("the applier sends its held results before its consumer commits", "applier", 1),
-        ("a worker holds nothing back", "worker", 0),
+        (
+            "the applier sends its held results and notes what it acknowledged before its consumer commits, "
+            "and settles the committed deletions after",
+            "applier",
+            (2, 1),
+        ),
+        ("a worker holds nothing back", "worker", (0, 0)),
     ],
 )
-def test_commit_hooks(case: str, role: str, hooks: int, tmp_path: Path) -> None:
-    async def scenario() -> tuple[int, list[str]]:
+def test_commit_hooks(case: str, role: str, hooks: tuple[int, int], tmp_path: Path) -> None:
+    async def scenario() -> tuple[tuple[int, int], list[str]]:
         settings = load_settings(env={}, data_dir=str(tmp_path), topic_prefix="applier-test.")
         app: Any = create_app(settings, role)
-        registered = len(app.before_commit)
+        registered = (len(app.before_commit), len(app.after_commit))
         calls: list[str] = []
 
         async def before_commit() -> None:
             calls.append("sent")
 
+        async def after_commit() -> None:
+            calls.append("committed")
+
         app.before_commit.append(before_commit)
+        app.after_commit.append(after_commit)
         await app.consumer._commit_tps([], start_new_transaction=False)  # nothing to commit: no broker asked
         return registered, calls
 
+    # Nothing was committed, so nothing runs after.
     assert asyncio.run(scenario()) == (hooks, ["sent"])

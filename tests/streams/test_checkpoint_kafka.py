@@ -14,7 +14,13 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from streams.core.checkpoint import CheckpointError, decode_checkpoint, encode_checkpoint
 from streams.core.sequencer import encode_envelope
 from streams.core.shard import Shard
-from streams.runtime.agents.placement import _rebuild, checkpoint_records, read_checkpoints, slot_key
+from streams.runtime.agents.placement import (
+    READ_WINDOW,
+    _rebuild,
+    checkpoint_records,
+    read_checkpoints,
+    slot_key,
+)
 from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
 from tests.streams.test_checkpoint import RUNS
@@ -95,5 +101,30 @@ def test_a_replay_needing_deleted_sequencer_records_refuses_and_the_tail_after_a
         restored, offset = decode_checkpoint(encode_checkpoint(shard_after(200), 200))
         caught_up = await _rebuild(settings, 0, 300, offset, restored)
         assert encode_checkpoint(caught_up, 300) == encode_checkpoint(shard_after(300), 300)
+
+    asyncio.run(scenario())
+
+
+def test_a_takeover_reads_the_newest_checkpoints_from_the_end_not_every_checkpoint_ever_written(
+    kafka_bootstrap: str,
+) -> None:
+    async def scenario() -> None:
+        settings = fresh_settings(kafka_bootstrap)
+        await ensure_topics(settings)
+        # Thirty checkpoints in turn into the two slots, each in three parts, all still in the compacted
+        # topic's open segment (as a worker that ran for a while leaves them).
+        written: dict[str, tuple[bytes, int]] = {}
+        total = 0
+        for count in range(1, 31):
+            slot = "ab"[count % 2]
+            data = encode_checkpoint(shard_after(count * 10), count * 10)
+            records = checkpoint_records(0, slot, data, count * 10, len(data) // 3 + 1)
+            await produce(settings, "checkpoints", records)
+            written[slot], total = (data, count * 10), total + len(records)
+        read = await read_checkpoints(settings, 0)
+        assert read.checkpoint("a") == written["a"]
+        assert read.checkpoint("b") == written["b"]
+        # Two windows from the end (the first holds the newest checkpoint whole, not both).
+        assert read.scanned <= READ_WINDOW * 5 < total
 
     asyncio.run(scenario())

@@ -175,6 +175,12 @@ class FGD:
             snapshot.gpu_model[rows],
         )
 
+    def fragmentation(self, snapshot: Snapshot) -> float:
+        """The cluster's fragmentation for the target workload: F summed over the nodes, what FGD's scores
+        descend (a batch of placements compares its candidates by it, `policies.batch.orders`)."""
+        _, rows = self._refresh_rows(snapshot)
+        return float(rows.frag[: snapshot.rows].sum())
+
     def scores_on(self, snapshot: Snapshot, kind: PodType, nodes: IntArray) -> IntArray:
         """FGD's score on `nodes` for a pod without GPUs, computed afresh: their cpu varies too much for
         scores kept per type to be met again (it is one pass over the nodes, no per-card work). Nodes

@@ -26,6 +26,8 @@ each term involved and a check of the incoming pod against the distinct terms ex
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -71,6 +73,11 @@ REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 _MATCH_LABEL_KEYS_SINCE = (1, 31)
 """MatchLabelKeysInPodAffinity is on by default (beta) from this release; before it the keys are ignored."""
 _STATE = "InterPodAffinity.filter"
+_SKIPS = {
+    (filter_, score): frozenset([*(("filter",) if filter_ else ()), *(("score",) if score else ())])
+    for filter_ in (False, True)
+    for score in (False, True)
+}
 
 
 class Args(BaseModel):
@@ -145,10 +152,41 @@ class _FilterState:
 
 class InterPodAffinity:
     name = NAME
+    skip_fields = ("pod_affinity", "pod_anti_affinity")
 
     def __init__(self, args: Args, merge_label_keys: bool) -> None:
         self.args = args
         self.merge_label_keys = merge_label_keys
+        self._existing: tuple[weakref.ref[Snapshot], ExistingTerms] | None = None
+
+    def _existing_terms(self, snapshot: Snapshot) -> ExistingTerms:
+        """`ExistingTerms.of` the snapshot, kept at hand: filter and score ask for it in every cycle."""
+        kept = self._existing
+        if kept is not None and kept[0]() is snapshot:
+            return kept[1]
+        existing = ExistingTerms.of(snapshot, self.merge_label_keys)
+        self._existing = (weakref.ref(snapshot), existing)
+        return existing
+
+    # ------------------------------------------------------------------------------------- skip
+
+    def skip_key(self, snapshot: Snapshot) -> int:
+        """`skips` reads only the pod and which kinds of terms existing pods carry."""
+        return self._existing_terms(snapshot).kinds
+
+    def skips(self, ctx: CycleContext) -> frozenset[str]:
+        """For a pod without (anti-)affinity: PreFilter's Skip (Filter is not called) while no existing
+        pod carries required anti-affinity, PreScore's while `raw_scores` would skip it outright."""
+        pod = ctx.pod
+        if pod.pod_affinity is not None or pod.pod_anti_affinity is not None:
+            return _SKIPS[False, False]
+        existing = self._existing_terms(ctx.snapshot)
+        filter_ = not existing.carries(REQUIRED_ANTI_AFFINITY)
+        score = self.args.ignore_preferred_terms_of_existing_pods or (
+            not existing.carries(PREFERRED)
+            and not (self.args.hard_pod_affinity_weight > 0 and existing.carries(REQUIRED_AFFINITY))
+        )
+        return _SKIPS[filter_, score]
 
     # ------------------------------------------------------------------------------------ terms
 
@@ -160,7 +198,7 @@ class InterPodAffinity:
     def _filter_state(self, ctx: CycleContext) -> _FilterState | None:
         """Computed once per cycle; None when the plugin has nothing to check (PreFilter's Skip)."""
         snapshot, pod = ctx.snapshot, ctx.pod
-        existing = ExistingTerms.of(snapshot, self.merge_label_keys)
+        existing = self._existing_terms(snapshot)
         if (
             (pod.pod_affinity is None or not pod.pod_affinity.required)
             and (pod.pod_anti_affinity is None or not pod.pod_anti_affinity.required)
@@ -290,7 +328,7 @@ class InterPodAffinity:
         preferred_anti = pod.pod_anti_affinity.preferred if pod.pod_anti_affinity else []
         if self.args.ignore_preferred_terms_of_existing_pods and not preferred and not preferred_anti:
             return None
-        existing = ExistingTerms.of(snapshot, self.merge_label_keys)
+        existing = self._existing_terms(snapshot)
         hard = self.args.hard_pod_affinity_weight
         if (
             not preferred

@@ -74,8 +74,14 @@ class ExistingTerms:
         self.merge_label_keys = merge_label_keys
         self._kinds = [_Kind() for _ in range(_KINDS)]
         self._carried: dict[str, list[tuple[int, TermKey, int]]] = {}
+        self.kinds = 0
+        """A bit per kind that some existing pod carries (1 << kind id): what decides whether a pod without
+        terms of its own has anything to filter or score (InterPodAffinity's Skip)."""
         for record in snapshot.pods.values():
-            self.on_pod(record, +1)
+            pod = record.info.pod
+            # Built inside a cycle over every pod there: the few that carry terms are looked at further.
+            if pod.pod_affinity is not None or pod.pod_anti_affinity is not None:
+                self.on_pod(record, +1)
         snapshot.pod_listeners.append(self.on_pod)
 
     @classmethod
@@ -122,6 +128,7 @@ class ExistingTerms:
             else:
                 del kind.carriers[key], kind.amounts[key]
                 kind.index.remove(key)
+        self.kinds = sum(1 << kind_id for kind_id, kind in enumerate(self._kinds) if kind.carriers)
 
     def carries(self, kind_id: int) -> bool:
         """Whether any existing pod carries a term of `kind_id`."""

@@ -21,24 +21,25 @@ from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray, 
 from policies.framework.profile import kubernetes_version_of
 from policies.plugins.noderesources.common import (
     CPU_MEMORY,
+    CpuMemoryTable,
+    FloatArray,
+    Int32Array,
     ResourceSpec,
+    Scratch,
     StrictArgs,
-    cpu_memory_of,
+    picked_scores,
     requested_and_allocatable,
 )
-from policies.snapshot import NODES, PODS, RowCursor, Snapshot
+from policies.snapshot import PodInfo
 
 __all__ = ["NAME", "Args", "BalancedAllocation", "balance_scores", "change_score", "new"]
 
 NAME = "NodeResourcesBalancedAllocation"
-FloatArray = npt.NDArray[np.float64]
 _CHANGE_SINCE = (1, 36)
 """The first release that scores the change in balance rather than the balance with the pod."""
 _SKIP_SINCE = (1, 34)
 """The first release whose PreScore skips pods that request none of the plugin's resources."""
 _HALF = MAX_NODE_SCORE // 2
-_FEW_ROWS = 8
-"""Changed rows up to which the balance without the pod is refreshed row by row in plain floats."""
 
 
 def _default_resources() -> list[ResourceSpec]:
@@ -55,20 +56,6 @@ def change_score(with_pod: IntArray, without_pod: IntArray) -> IntArray:
     without`` is never negative and Go's truncating division is a floor."""
     changed: IntArray = _HALF + (_HALF + with_pod - without_pod) // 2
     return changed
-
-
-def _two_fractions(requested: FloatArray, allocatable: FloatArray) -> IntArray:
-    """balancedResourceScore for two resources present on every node, over a (2 × nodes) block, in Go's
-    float order: min(r / a, 1), |f0 − f1| / 2, (1 − std) × 100, truncated."""
-    both = requested / allocatable
-    np.minimum(both, 1.0, out=both)
-    spread = np.subtract(both[0], both[1], out=both[0])
-    spread /= 2
-    np.abs(spread, out=spread)
-    np.subtract(1, spread, out=spread)
-    spread *= MAX_NODE_SCORE
-    scores: IntArray = np.trunc(spread, out=spread).astype(np.int64)
-    return scores
 
 
 def balance_scores(
@@ -114,10 +101,8 @@ class BalancedAllocation:
         self.cpu_memory = sorted(self.resources) == sorted(CPU_MEMORY)
         self.change = version >= _CHANGE_SINCE
         self.skip_unrequested = version >= _SKIP_SINCE
-        # The balance of each row without the pod depends on the row alone: kept per row and recomputed
-        # only for rows whose pods or node changed, so scoring the change costs one gather per cycle.
-        self._cursor = RowCursor(NODES, PODS)
-        self._without = np.zeros(0, dtype=np.int64)
+        self._pod: tuple[PodInfo | None, FloatArray] = (None, np.zeros((2, 1)))
+        self._scratch = Scratch()
 
     def _requests_nothing(self, ctx: CycleContext) -> bool:
         column, vector = ctx.snapshot.column, ctx.info.vector
@@ -130,18 +115,10 @@ class BalancedAllocation:
         if self.skip_unrequested and self._requests_nothing(ctx):
             # PreScore's Skip: the plugin's score takes no part in any node's total.
             return no_scores(len(nodes))
-        if self.cpu_memory and (block := cpu_memory_of(ctx, nodes)) is not None:
-            # The default arguments on nodes that all have both: both resources in one pass over a
-            # (2 × nodes) block, the same float operations in the same order as the general path.
-            snapshot, vector = ctx.snapshot, ctx.info.vector
-            pod = [
-                [float(vector[c]) if c < len(vector) else 0.0]
-                for c in (snapshot.column[r] for r in CPU_MEMORY)
-            ]
-            with_pod = _two_fractions(block[4:6] + np.array(pod), block[:2])
-            if not self.change:
-                return with_pod
-            return change_score(with_pod, self._cached_without(snapshot).take(nodes))
+        if self.cpu_memory:
+            table = CpuMemoryTable.refreshed(ctx)
+            if table.usable(nodes):
+                return self._cpu_memory_score(ctx, table, nodes)
         pairs = [
             pair
             for resource in self.resources
@@ -156,6 +133,44 @@ class BalancedAllocation:
         )
         return change_score(with_pod, without)
 
+    def _cpu_memory_score(self, ctx: CycleContext, table: CpuMemoryTable, nodes: IntArray) -> IntArray:
+        floats, change_base, pick = table.columns(ctx, nodes)
+        return picked_scores(self._cpu_memory_of(ctx, floats, change_base), pick)
+
+    def _cpu_memory_of(self, ctx: CycleContext, floats: FloatArray, change_base: Int32Array) -> Int32Array:
+        """The default arguments on nodes that all have both resources: both at once over the table's
+        (2 × rows) blocks, the same float operations in the same order as the general path (halving and
+        multiplying by 0.5 are the same IEEE operation). The change then takes two integer passes, as the
+        table keeps ``150 − without`` per row."""
+        fractions = self._scratch.array("fractions", floats[4:6].shape, np.float64)
+        np.add(floats[4:6], self._pod_column(ctx), out=fractions)
+        np.divide(fractions, floats[0:2], out=fractions)
+        np.minimum(fractions, 1.0, out=fractions)
+        spread = np.subtract(fractions[0], fractions[1], out=fractions[0])
+        spread *= 0.5
+        np.abs(spread, out=spread)
+        np.subtract(1.0, spread, out=spread)
+        spread *= MAX_NODE_SCORE
+        # (1 − std) × 100 lies in 50..100: conversion truncates, as upstream's int64() (to int32, which numpy
+        # converts several times faster).
+        scores: Int32Array = self._scratch.array("scores", spread.shape, np.int32)
+        np.copyto(scores, spread, casting="unsafe")
+        if self.change:
+            scores += change_base
+            scores >>= 1  # non-negative: the shift is Go's division by 2
+        return scores
+
+    def _pod_column(self, ctx: CycleContext) -> FloatArray:
+        """The pod's cpu and memory requests as a (2 × 1) float column, kept for the pod's retries."""
+        info = ctx.info
+        cached, column = self._pod
+        if cached is not info:
+            snapshot, vector = ctx.snapshot, info.vector
+            columns = (snapshot.column[resource] for resource in CPU_MEMORY)
+            column = np.array([[float(vector[c]) if c < len(vector) else 0.0] for c in columns])
+            self._pod = (info, column)
+        return column
+
     def _pod_amounts(self, ctx: CycleContext) -> list[int]:
         """The pod's request of each resource `requested_and_allocatable` gave a pair for, in order."""
         snapshot, vector = ctx.snapshot, ctx.info.vector
@@ -167,33 +182,6 @@ class BalancedAllocation:
                 continue
             amounts.append(amount)
         return amounts
-
-    def _cached_without(self, snapshot: Snapshot) -> IntArray:
-        """The cpu/memory balance score of every row as it stands (without the pod being scheduled)."""
-        stale = self._cursor.stale(snapshot)
-        if stale is None or len(self._without) < snapshot.rows:
-            rows = np.arange(snapshot.rows, dtype=np.int64)
-            self._without = np.full(snapshot.rows, MAX_NODE_SCORE, dtype=np.int64)
-        elif len(stale) == 0:
-            return self._without
-        elif len(stale) <= _FEW_ROWS:
-            # A placement changes a row or two: the same IEEE operations as `_two_fractions` on plain
-            # floats cost far less than numpy's overhead per call on arrays that small.
-            without, table = self._without, snapshot.cpu_memory
-            for row in set(stale.tolist()):
-                cpu, memory, _, _, cpu_requested, memory_requested = table[:, row].tolist()
-                if cpu > 0 and memory > 0:  # rows without cpu or memory: never read here
-                    spread = abs((min(cpu_requested / cpu, 1.0) - min(memory_requested / memory, 1.0)) / 2)
-                    without[row] = int((1 - spread) * MAX_NODE_SCORE)
-            return without
-        else:
-            rows = np.unique(stale)
-        block = snapshot.cpu_memory[:, rows]
-        usable = (block[:2] > 0).all(axis=0)
-        if not usable.all():
-            rows, block = rows[usable], block[:, usable]  # rows without cpu or memory: never read here
-        self._without[rows] = _two_fractions(block[4:6], block[:2])
-        return self._without
 
 
 def new(args: Args | None, handle: object) -> BalancedAllocation:

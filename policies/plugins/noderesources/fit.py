@@ -19,11 +19,18 @@ from policies.framework.contract import (
 )
 from policies.plugins.noderesources.common import (
     CPU_MEMORY,
+    CpuMemoryTable,
+    FloatArray,
+    Int32Array,
+    IntT,
     ResourceSpec,
+    Scratch,
     StrictArgs,
     cpu_memory_of,
+    picked_scores,
     requested_and_allocatable,
 )
+from policies.snapshot import PodInfo
 from policies.usage import metric_scale
 
 __all__ = ["NAME", "REASON_TOO_MANY_PODS", "Args", "NodeResourcesFit", "broken_linear", "insufficient", "new"]
@@ -110,6 +117,8 @@ class NodeResourcesFit:
         self.cpu_memory_weights: tuple[int, int] | None = (
             (weights["cpu"], weights["memory"]) if sorted(weights) == sorted(CPU_MEMORY) else None
         )
+        self._pod: tuple[PodInfo | None, npt.NDArray[np.float64]] = (None, np.zeros((2, 1)))
+        self._scratch = Scratch()
 
     # ---------------------------------------------------------------------------------- filter
 
@@ -256,33 +265,48 @@ class NodeResourcesFit:
     ) -> IntArray | None:
         """The general path below for the default arguments (cpu and memory, by requests, Least- or
         MostAllocated) when every node has both: both resources at once over a (2 × nodes) block, the same
-        operations in the same order, so the same floats. None when a node lacks either."""
+        integers, so the same scores. None when a node lacks either."""
+        if self.strategy == "LeastAllocated":
+            return self._least_allocated(ctx, nodes, weights)
         block = cpu_memory_of(ctx, nodes)
         if block is None:
             return None
         info, allocatable = ctx.info, block[:2]
         score = block[2:4] + np.array([[float(info.score_cpu)], [float(info.score_memory)]])
-        if self.strategy == "LeastAllocated":
-            np.subtract(allocatable, score, out=score)
-            score *= float(MAX_NODE_SCORE)
-            score /= allocatable
-            np.floor(score, out=score)
-            # Where requests exceed allocatable the line above is negative, and upstream scores 0.
-            np.maximum(score, 0.0, out=score)
-        else:
-            np.minimum(score, allocatable, out=score)
-            score *= float(MAX_NODE_SCORE)
-            score /= allocatable
-            np.floor(score, out=score)
-        if weights[0] == weights[1]:
-            # (s0·w + s1·w) / 2w and (s0 + s1) / 2 are the same rational, so the same correctly rounded float.
-            node_score = np.add(score[0], score[1], out=score[0])
-            node_score /= 2.0
-        else:
-            node_score = score[0] * weights[0] + score[1] * weights[1]
-            node_score /= float(weights[0] + weights[1])
-        result: IntArray = np.floor(node_score, out=node_score).astype(np.int64)
-        return result
+        np.minimum(score, allocatable, out=score)
+        score *= float(MAX_NODE_SCORE)
+        score /= allocatable
+        np.floor(score, out=score)
+        return _weighted(score.astype(np.int64), weights)
+
+    def _least_allocated(
+        self, ctx: CycleContext, nodes: IntArray, weights: tuple[int, int]
+    ) -> IntArray | None:
+        """LeastAllocated over `CpuMemoryTable`; None when a node lacks cpu or memory."""
+        table = CpuMemoryTable.refreshed(ctx)
+        if not table.usable(nodes):
+            return None
+        floats, _, pick = table.columns(ctx, nodes)
+        return picked_scores(self._least_allocated_of(ctx.info, floats, weights), pick)
+
+    def _least_allocated_of(self, info: PodInfo, floats: FloatArray, weights: tuple[int, int]) -> Int32Array:
+        """LeastAllocated over the columns of `CpuMemoryTable.columns`, which keeps 100 × (allocatable −
+        non-zero requested) per row: upstream's numerator ((allocatable − requested) × 100, requested
+        counting the pod) is then one subtraction, exact (integers below 2^53), and one division by
+        allocatable gives the quotient."""
+        if self._pod[0] is not info:
+            pod = [[float(info.score_cpu * MAX_NODE_SCORE)], [float(info.score_memory * MAX_NODE_SCORE)]]
+            self._pod = (info, np.array(pod))
+        score = self._scratch.array("score", floats[2:4].shape, np.float64)
+        np.subtract(floats[2:4], self._pod[1], out=score)
+        # Where requests exceed allocatable the numerator is negative, and upstream scores 0.
+        np.maximum(score, 0.0, out=score)
+        np.divide(score, floats[0:2], out=score)
+        # Non-negative quotients: conversion truncates, which is the floor of Go's integer division (to
+        # int32, which numpy converts several times faster than to int64; the scores are 0..100).
+        per_resource: Int32Array = self._scratch.array("per resource", score.shape, np.int32)
+        np.copyto(per_resource, score, casting="unsafe")
+        return _weighted(per_resource, weights)
 
     def _resource_score(
         self, requested: IntArray, allocatable: IntArray, present: BoolArray, exact_float: bool
@@ -321,6 +345,19 @@ def broken_linear(
             value = scores[i - 1] + np.trunc(rise / (utilizations[i] - utilizations[i - 1]))
         result = np.where(at_or_below, value, result)
     return result
+
+
+def _weighted(per_resource: npt.NDArray[IntT], weights: tuple[int, int]) -> npt.NDArray[IntT]:
+    """Upstream's (s0·w0 + s1·w1) / (w0 + w1) in integers over a (2 × nodes) block of scores 0..100."""
+    if weights[0] == weights[1]:
+        # (s0·w + s1·w) / 2w = (s0 + s1) / 2: non-negative, so the shift is Go's division.
+        both: npt.NDArray[IntT] = np.add(per_resource[0], per_resource[1], out=per_resource[0])
+        both >>= 1
+        return both
+    node_score: npt.NDArray[IntT] = per_resource[0] * weights[0]
+    node_score += per_resource[1] * weights[1]
+    node_score //= weights[0] + weights[1]
+    return node_score
 
 
 def new(args: Args | None, handle: object) -> NodeResourcesFit:

@@ -136,10 +136,16 @@ class Args(BaseModel):
 
 _HARD = "PodTopologySpread.hard"
 _SOFT = "PodTopologySpread.soft"
+_SKIPS = {
+    (hard, soft): frozenset([*(("preFilter", "filter") if hard else ()), *(("score",) if soft else ())])
+    for hard in (False, True)
+    for soft in (False, True)
+}
 
 
 class PodTopologySpread:
     name = NAME
+    skip_fields = ("topology_spread_constraints", "default_spread_selector")
 
     def __init__(self, args: Args, version: tuple[int, int]) -> None:
         self.args = args
@@ -150,6 +156,7 @@ class PodTopologySpread:
             if self.system_defaulted
             else tuple(c.to_constraint() for c in args.default_constraints)
         )
+        self._default_actions = {c.when_unsatisfiable for c in self.default_constraints}
 
     def default_selector(self, pod: PodRequest) -> Selector | None:
         """helper.DefaultSelector: the merged selectors of the Services, ReplicationControllers,
@@ -178,6 +185,19 @@ class PodTopologySpread:
                 found = with_selector(found, selector, pod.namespace) if found else []
         ctx.state[slot] = found
         return found
+
+    def skips(self, ctx: CycleContext) -> frozenset[str]:
+        """Without DoNotSchedule constraints (the pod's own or defaults) PreFilter skips, and Filter with
+        it; without ScheduleAnyway ones PreScore skips, and Score with it. A pod with constraints of its
+        own is never skipped here (whether they include either kind is left to the stages)."""
+        pod = ctx.pod
+        if pod.topology_spread_constraints:
+            return _SKIPS[False, False]
+        defaulted = pod.default_spread_selector is not None
+        return _SKIPS[
+            not defaulted or "DoNotSchedule" not in self._default_actions,
+            not defaulted or "ScheduleAnyway" not in self._default_actions,
+        ]
 
     # ------------------------------------------------------------------------------------- filter
 

@@ -1,5 +1,5 @@
-"""Queue orders: PrioritySort (kube-scheduler's default) and QOSSort."""
+"""Queue orders: PrioritySort (kube-scheduler's default), QOSSort and GpuDemandSort."""
 
-from policies.plugins.queuesort import priority, qos
+from policies.plugins.queuesort import gpudemand, priority, qos
 
-__all__ = ["priority", "qos"]
+__all__ = ["gpudemand", "priority", "qos"]

@@ -9,7 +9,10 @@ so those results are held for up to `RESULTS_LINGER_S` and travel many to a sequ
 
 It is the only writer of the ledger, so "never over allocatable" is checked in one place; the tables'
 changelogs carry it across restarts (one record per commit or release), and `Ledger.apply` is idempotent
-per uid, so bindings redelivered after a crash are answered again without being booked twice. Invalid pod
+per uid, so bindings redelivered after a crash are answered again without being booked twice. A deleted
+pod's entry leaves the tables once the consumer has committed its deletion and `deleted_settle_s` passed
+(`Ledger.settle`): the tables, and what a restarted applier reads back, follow the live pods rather than
+every pod deleted within `deleted_retention_s`, which the ledger then remembers in memory only. Invalid pod
 requests and node events are not dead-lettered here: the workers' forwarders already did that for the same
 records. Deletions come from placement, as releases on the bindings topic, so they can never overtake the
 binding they undo.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -112,6 +116,8 @@ def register(app: EyrieApp, topics: Topics) -> None:
         app.agent(topics.binding_results, name="applier-verdicts")(agent.tell_unschedulable)
         app.task(agent.binder.run)  # events and conditions, in the background; cancelled at shutdown
     app.before_commit.append(agent.for_placement.send)
+    app.before_commit.append(agent.note_commit)
+    app.after_commit.append(agent.settle_deleted)
     # mode types an async receiver oddly
     app.on_partitions_assigned.connect(agent.recount_after_recovery)  # type: ignore[arg-type]
     app.agent(topics.bindings, name="applier")(agent.apply_bindings)
@@ -124,24 +130,45 @@ class ApplierAgent:
     def __init__(self, app: EyrieApp, topics: Topics) -> None:
         partitions = topics.settings.partitions
         self.topics = topics
-        self.ledger = Ledger(
-            bytes_table(app, NODES_TABLE, partitions), bytes_table(app, PODS_TABLE, partitions)
-        )
+        self.pods = bytes_table(app, PODS_TABLE, partitions)
+        self.ledger = Ledger(bytes_table(app, NODES_TABLE, partitions), self.pods)
         self.recounted = False
+        self.acked_at = -math.inf
+        """Every deletion the ledger made before this time is in a batch whose records are acknowledged."""
+        self.committing = -math.inf
+        """`acked_at` when the consumer began its latest commit."""
         self.for_placement = ForPlacement(topics)
         self.binder = _binder(topics.settings)
 
     async def recount_after_recovery(self, sender: Any, *args: Any, signal: Any, **_: Any) -> None:
         self.recounted = False  # tables of newly assigned partitions are recovered before the agent resumes
 
+    def batch_acked(self) -> None:
+        self.acked_at = time.time()
+
+    async def note_commit(self) -> None:
+        self.committing = self.acked_at
+
+    async def settle_deleted(self) -> None:
+        """After a commit: the deletions it covers, once `deleted_settle_s` old, leave the pod table, their
+        tombstones sent at once (an idle applier has no next batch to send them with). The commit alone
+        covers every binding answered before a deletion; the age covers records placement sent before it to
+        another bindings partition that this applier had not read yet when it committed (a pod bound by
+        someone else is reported on two partitions), which a crash would otherwise deliver after the entry
+        is gone. One consumer reads its bindings partitions within seconds of each other."""
+        settings = self.topics.settings
+        if self.ledger.settle(min(self.committing, time.time() - settings.deleted_settle_s)):
+            await self.pods.table.send_unsent_changes()
+
     async def apply_bindings(self, stream: Any) -> None:
         settings = self.topics.settings
         ledger = self.ledger
         breathe = Breather()
-        async for events in take_batches(stream, BATCH, batch_window_s(settings)):
+        async for events in take_batches(stream, BATCH, batch_window_s(settings), acked=self.batch_acked):
             if not self.recounted:
                 # Allocations live in memory, summed from the recovered pod entries (`streams.core.ledger`).
-                log.info("ledger recovered: %d pods bound", ledger.recount())
+                bound = ledger.recount()
+                log.info("ledger recovered: %d pods bound, %d entries", bound, len(self.pods))
                 self.recounted = True
             answered: list[Envelope] = []
             for event in events:

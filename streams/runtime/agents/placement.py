@@ -10,7 +10,8 @@ per uid absorbs the repeats. A checkpoint taken after the last commit is newer s
 it are then skipped, not applied twice, which is safe because the worker flushes every output before it
 writes a checkpoint.
 
-Every `Settings.checkpoint_every_envelopes` records (or `checkpoint_every_s` seconds) the agent writes a
+Every `Settings.checkpoint_every_envelopes` records (or `checkpoint_every_s` seconds), and when a shard
+leaves the worker cleanly (a rebalance, or the worker stopping: a handover), the agent writes a
 checkpoint, alternating between two slots per shard on the compacted checkpoints topic, and then deletes
 the sequencer records behind the older slot (`Settings.sequencer_delete_behind_checkpoints`): a checkpoint
 that turns out unreadable falls back to the other one. A checkpoint that cannot be read is one log line and
@@ -96,6 +97,7 @@ def register(app: EyrieApp, topics: Topics) -> None:
     topics.observe.replay_sessions = agent.replay_sessions
     # mode types an async receiver oddly
     app.on_partitions_revoked.connect(agent.forget_revoked)  # type: ignore[arg-type]
+    app.on_before_shutdown.connect(agent.hand_over_all)  # type: ignore[arg-type]
     if topics.settings.standby_shards:
         from streams.runtime.agents.standby import Standby
 
@@ -114,6 +116,9 @@ class _Owned:
     checkpointed_at: float = field(default_factory=time.monotonic)
     slots: dict[str, int] = field(default_factory=dict)
     """Slot → offset of the readable checkpoint it holds."""
+    whole: bool = True
+    """False while a record is being applied: the shard then holds part of it, and no checkpoint may be
+    taken of it."""
 
 
 def slot_key(partition: int, slot: str, part: int | None = None) -> bytes:
@@ -123,10 +128,13 @@ def slot_key(partition: int, slot: str, part: int | None = None) -> bytes:
 
 @dataclass(slots=True)
 class CheckpointRecords:
-    """The latest value of every key of one shard's partition of the checkpoints topic."""
+    """The latest value of the keys of one shard's partition of the checkpoints topic that its newest
+    checkpoints need (`read_checkpoints`)."""
 
     partition: int
     values: dict[bytes, bytes] = field(default_factory=dict)
+    scanned: int = 0
+    """Records read to find them."""
 
     def manifest(self, slot: str) -> dict[str, Any] | None:
         raw = self.values.get(slot_key(self.partition, slot))
@@ -196,29 +204,69 @@ def _consumer(settings: Settings) -> AIOKafkaConsumer:
     )
 
 
+READ_WINDOW = 8
+"""Records of the checkpoints partition `read_checkpoints` reads first, from its end; each further window
+back is four times longer."""
+
+
 async def read_checkpoints(settings: Settings, partition: int) -> CheckpointRecords:
-    """Every record of the shard's checkpoint partition, latest per key (the topic is compacted: a few
-    checkpoints' worth, and what compaction has not removed yet)."""
+    """The latest value of each key of the shard's checkpoint partition from the newest manifest of each
+    slot and the parts it names, read from the partition's end backwards in growing windows until those
+    are found (or the partition's start is reached). Compaction never touches the active segment, which
+    holds every checkpoint written since it began (one per `checkpoint_every_s` for up to the topic's
+    ``segment.ms``, or a whole generated history): reading all of it would make a takeover's cost grow
+    with the owner's uptime. A key's latest value lies in the window nearest the end that holds the key,
+    so what is found is what reading the whole partition would find."""
     consumer = _consumer(settings)
     tp = TopicPartition(settings.topic("checkpoints"), partition)
     records = CheckpointRecords(partition)
+    latest: dict[bytes, bytes | None] = {}
+    """Key → latest value (None: a tombstone) in the windows read so far."""
     await consumer.start()
     try:
         consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        end = (await consumer.end_offsets([tp]))[tp]
-        while await consumer.position(tp) < end:
-            batches = await consumer.getmany(tp, timeout_ms=1000, max_records=1000)
-            for message in batches.get(tp, []):
-                if message.key is None:
-                    continue
-                if message.value is None:  # a tombstone
-                    records.values.pop(message.key, None)
-                else:
-                    records.values[message.key] = message.value
+        first = (await consumer.beginning_offsets([tp]))[tp]
+        upto = (await consumer.end_offsets([tp]))[tp]
+        window = READ_WINDOW
+        while upto > first:
+            start = max(first, upto - window)
+            older: dict[bytes, bytes | None] = {}
+            consumer.seek(tp, start)
+            while await consumer.position(tp) < upto:
+                batches = await consumer.getmany(tp, timeout_ms=1000, max_records=1000)
+                for message in batches.get(tp, []):
+                    if message.offset >= upto:
+                        break
+                    records.scanned += 1
+                    if message.key is not None:
+                        older[message.key] = message.value
+            for key, value in older.items():
+                latest.setdefault(key, value)
+            upto, window = start, window * 4
+            if _complete(partition, latest):
+                break
     finally:
         await consumer.stop()
+    records.values = {key: value for key, value in latest.items() if value is not None}
     return records
+
+
+def _complete(partition: int, latest: dict[bytes, bytes | None]) -> bool:
+    """Whether `latest` holds both slots' manifests and every part each names (a manifest that cannot be
+    read needs nothing more: an older value of its key is superseded)."""
+    for slot in SLOTS:
+        key = slot_key(partition, slot)
+        if key not in latest:
+            return False
+        raw = latest[key]
+        try:
+            manifest = orjson.loads(raw) if raw is not None else None
+        except orjson.JSONDecodeError:
+            continue
+        parts = manifest.get("parts") if isinstance(manifest, dict) else None
+        if isinstance(parts, int) and any(slot_key(partition, slot, i) not in latest for i in range(parts)):
+            return False
+    return True
 
 
 async def _rebuild(
@@ -282,27 +330,36 @@ class PlacementAgent:
         self._admin: AIOKafkaAdminClient | None = None
         self.standby: Standby | None = None
         """The shards this worker follows without owning them (`streams.runtime.agents.standby`)."""
+        self._applying = asyncio.Lock()
+        """Held while a record is applied, so a handover checkpoint sees whole records only."""
 
     async def run(self, stream: Any) -> None:
         breathe = Breather()
         async for events in take_batches(stream, BATCH, batch_window_s(self.settings)):
             for event in events:
-                message = event.message
-                current = await self.owner_of(message)
-                if current is None:
-                    continue  # applied already: the shard's checkpoint is newer than this record
-                try:
-                    envelopes = decode_envelopes(message.value)
-                except InvalidInput as exc:
-                    await send_dead_letter(self.topics, letter_for(message, str(exc)))
-                    continue
-                for envelope in envelopes:
-                    if isinstance(envelope, InvalidInput):
-                        await send_dead_letter(self.topics, letter_for(message, str(envelope)))
-                        continue
-                    await self.place(current, message, envelope)
-                    await breathe()
-                await self.after_record(current, message.partition)
+                # A record is applied whole or not at all as far as a handover checkpoint can see.
+                async with self._applying:
+                    await self.apply_record(event.message, breathe)
+
+    async def apply_record(self, message: Any, breathe: Breather) -> None:
+        current = await self.owner_of(message)
+        if current is None:
+            return  # applied already: the shard's checkpoint is newer than this record
+        current.whole = False  # stays so if the agent is cancelled halfway through the record
+        try:
+            envelopes = decode_envelopes(message.value)
+        except InvalidInput as exc:
+            await send_dead_letter(self.topics, letter_for(message, str(exc)))
+            current.whole = True
+            return
+        for envelope in envelopes:
+            if isinstance(envelope, InvalidInput):
+                await send_dead_letter(self.topics, letter_for(message, str(envelope)))
+                continue
+            await self.place(current, message, envelope)
+            await breathe()
+        await self.after_record(current, message.partition)
+        current.whole = True
 
     async def owner_of(self, message: Any) -> _Owned | None:
         """The shard of the message's partition, restored first if this worker has not followed the
@@ -323,8 +380,11 @@ class PlacementAgent:
 
     async def restore(self, partition: int, until: int) -> _Owned:
         """The shard of `partition` ready to apply record `until`, or a later one if its newest checkpoint
-        is newer: the newest readable checkpoint, then the sequencer's records after it."""
+        is newer: the newest readable checkpoint, then the sequencer's records after it. Logs how long each
+        phase took (the checkpoint's read, its decode, the replay of the tail), as a takeover costs them."""
+        started = time.monotonic()
         records = await read_checkpoints(self.settings, partition)
+        read_s = time.monotonic() - started
         found: list[tuple[int, str, bytes]] = []
         for slot in SLOTS:
             if records.manifest(slot) is None:
@@ -337,24 +397,34 @@ class PlacementAgent:
             found.append((offset, slot, data))
         slots = {slot: offset for offset, slot, _ in found}
         for offset, slot, data in sorted(found, reverse=True):
+            decoding = time.monotonic()
             try:
-                shard, at = decode_checkpoint(data)
+                # Off the loop: a large shard's decode takes a second or more, and the group's heartbeats
+                # and the worker's other agents share the loop.
+                shard, at = await asyncio.to_thread(decode_checkpoint, data)
                 if at != offset:
                     raise CheckpointError(f"it says offset {at}, its manifest {offset}")
             except CheckpointError as exc:
                 await self.unreadable(partition, slot, exc.reason)
                 del slots[slot]
                 continue
-            start = time.monotonic()
+            replaying = time.monotonic()
             shard = await _rebuild(self.settings, partition, until, at, shard)
+            done = time.monotonic()
             log.warning(
-                "shard %d: restored from checkpoint %s at offset %d (%d records behind %d) in %.1f s",
+                "shard %d: restored from checkpoint %s at offset %d (%d records behind %d) in %.1f s: read "
+                "%d checkpoint records in %.2f s, decoded %d bytes in %.2f s, replayed the tail in %.2f s",
                 partition,
                 slot,
                 at,
                 max(0, until - at),
                 until,
-                time.monotonic() - start,
+                done - started,
+                records.scanned,
+                read_s,
+                len(data),
+                replaying - decoding,
+                done - replaying,
             )
             return _Owned(shard, max(at, until), slots=slots)
         # No checkpoint: the whole partition, which `_rebuild` refuses if its start was deleted.
@@ -378,7 +448,7 @@ class PlacementAgent:
         if due:
             await self.checkpoint(partition, current)
 
-    async def checkpoint(self, partition: int, current: _Owned) -> None:
+    async def checkpoint(self, partition: int, current: _Owned, why: str = "due") -> None:
         """Write the shard's state at its next offset into its older slot, then drop the sequencer's
         records behind the other slot."""
         started = time.monotonic()
@@ -407,10 +477,11 @@ class PlacementAgent:
         current.slots[slot] = offset
         current.since_checkpoint, current.checkpointed_at = 0, time.monotonic()
         log.info(
-            "shard %d: checkpoint %s at offset %d, %d bytes, in %.2f s",
+            "shard %d: checkpoint %s at offset %d (%s), %d bytes, in %.2f s",
             partition,
             slot,
             offset,
+            why,
             size,
             time.monotonic() - started,
         )
@@ -541,4 +612,24 @@ class PlacementAgent:
         # Another worker owns these now; if one comes back, it is rebuilt from the partition again.
         for tp in args[0] if args else ():
             if tp.topic == self.sequencer:
-                self.owned.pop(tp.partition, None)
+                await self.hand_over(tp.partition)
+
+    async def hand_over_all(self, sender: Any, *args: Any, signal: Any, **_: Any) -> None:
+        """The worker stops (Faust's ``on_before_shutdown``: its consumer stopped, its producer not yet)."""
+        for partition in sorted(self.owned):
+            await self.hand_over(partition)
+
+    async def hand_over(self, partition: int) -> None:
+        """A shard leaving this worker cleanly (a rebalance took it, or the worker stops): checkpointed at
+        the last record it applied, when any came since its latest checkpoint, so the worker taking it next
+        replays nothing. A checkpoint that cannot be written only leaves that worker a longer tail."""
+        async with self._applying:
+            current = self.owned.pop(partition, None)
+            settings = self.settings
+            enabled = settings.checkpoint_every_envelopes or settings.checkpoint_every_s
+            if current is None or not enabled or current.since_checkpoint == 0 or not current.whole:
+                return
+            try:
+                await self.checkpoint(partition, current, "handover")
+            except Exception as exc:  # the broker away, the producer stopping: the next owner replays more
+                log.warning("shard %d: no checkpoint on handover: %s", partition, exc)
