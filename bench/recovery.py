@@ -360,6 +360,19 @@ class _Generator:
                 await self.writer.send(self.changelogs[name], partition_of(raw, partitions), raw, value)
 
 
+def _bulk_producer(settings: Settings) -> AIOKafkaProducer:
+    """A producer for writing a history in bulk: batched, one acknowledgement, records up to the topics'
+    limit."""
+    return AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_servers,
+        linger_ms=20,
+        max_batch_size=min(settings.max_message_bytes, 512 * 1024),
+        max_request_size=settings.max_message_bytes,
+        acks=1,
+        **client_security(settings),
+    )
+
+
 async def generate(settings: Settings, history: History, next_pods: Sequence[PodRequest]) -> list[str | None]:
     """Write `history` to the broker (see the module docstring); returns the nodes the shard it leaves
     would bind `next_pods` to, sent one after another, which a worker that rebuilt it must choose too."""
@@ -378,14 +391,7 @@ async def generate(settings: Settings, history: History, next_pods: Sequence[Pod
         for name in (NODES_TABLE, PODS_TABLE)
     ]
     await ensure_topics(settings, changelogs)
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap_servers,
-        linger_ms=20,
-        max_batch_size=min(settings.max_message_bytes, 512 * 1024),
-        max_request_size=settings.max_message_bytes,
-        acks=1,
-        **client_security(settings),
-    )
+    producer = _bulk_producer(settings)
     await producer.start()
     try:
         writer = _Writer(producer)
@@ -969,14 +975,7 @@ async def generate_metrics(settings: Settings, pods: int, nodes: int, days: floa
     nodes_table, workloads_table = _Recorded(), _Recorded()
     tables = metrics_agent.MetricsTables(core, nodes_table, workloads_table)
     samples = _metric_samples(pods, nodes, days, time.time() - 120.0)
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap_servers,
-        linger_ms=20,
-        max_batch_size=min(settings.max_message_bytes, 512 * 1024),
-        max_request_size=settings.max_message_bytes,
-        acks=1,
-        **client_security(settings),
-    )
+    producer = _bulk_producer(settings)
     await producer.start()
     try:
         writer = _Writer(producer)

@@ -26,6 +26,7 @@ from streams.runtime.agents.common import partition_of
 from streams.runtime.app import app_id
 from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
+from tests.streams.changelogs import read_changelog
 
 pytestmark = pytest.mark.kafka
 
@@ -61,30 +62,7 @@ class Changelog:
 
     async def read(self) -> tuple[dict[str, bytes], set[str]]:
         """Each key's last value (none where the last is a tombstone), and the keys with a tombstone."""
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap_servers, group_id=None)
-        await consumer.start()
-        await asyncio.sleep(0)  # a stop before the consumer's first step raises CancelledError
-        try:
-            if self.topic not in await consumer.topics():  # not created by the applier yet
-                return {}, set()
-            partitions = [TopicPartition(self.topic, p) for p in range(self.settings.partitions)]
-            consumer.assign(partitions)
-            await consumer.seek_to_beginning(*partitions)
-            ends = await consumer.end_offsets(partitions)
-            view: dict[str, bytes] = {}
-            tombstoned: set[str] = set()
-            while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
-                for messages in (await consumer.getmany(timeout_ms=200)).values():
-                    for message in messages:
-                        key = bytes(message.key or b"").decode()
-                        if message.value is None:
-                            view.pop(key, None)
-                            tombstoned.add(key)
-                        else:
-                            view[key] = bytes(message.value)
-            return view, tombstoned
-        finally:
-            await consumer.stop()
+        return await read_changelog(self.settings, self.topic)
 
 
 async def send(settings: Settings, records: list[tuple[str, int, str, bytes]]) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from schemas.codec import encode
 from schemas.events import MetricSample
@@ -22,6 +22,7 @@ from streams.runtime.agents.metrics import NODES_TABLE, WORKLOADS_TABLE
 from streams.runtime.app import app_id
 from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
+from tests.streams.changelogs import read_changelog
 
 pytestmark = pytest.mark.kafka
 
@@ -77,31 +78,8 @@ async def produce(settings: Settings, samples: list[MetricSample]) -> None:
 async def table_view(settings: Settings, table: str) -> dict[str, bytes]:
     """What a recovering worker rebuilds from `table`'s changelog: each key's last value, none where the
     last is a tombstone."""
-    topic = f"{app_id(settings, 'worker')}-{table}-changelog"
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers, group_id=None)
-    await consumer.start()
-    # Let the consumer's background task begin: cancelled before its first step (a stop at once, while the
-    # changelog does not exist yet), it raises CancelledError out of `stop`.
-    await asyncio.sleep(0)
-    try:
-        if topic not in await consumer.topics():  # the worker has not created it yet
-            return {}
-        partitions = [TopicPartition(topic, p) for p in range(settings.partitions)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        ends = await consumer.end_offsets(partitions)
-        view: dict[str, bytes] = {}
-        while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
-            for messages in (await consumer.getmany(timeout_ms=200)).values():
-                for message in messages:
-                    key = bytes(message.key or b"").decode()
-                    if message.value is None:
-                        view.pop(key, None)
-                    else:
-                        view[key] = bytes(message.value)
-        return view
-    finally:
-        await consumer.stop()
+    view, _ = await read_changelog(settings, f"{app_id(settings, 'worker')}-{table}-changelog")
+    return view
 
 
 def wait_for(
