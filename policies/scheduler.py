@@ -13,7 +13,7 @@ import dataclasses
 import heapq
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sized
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter, not_
 from typing import Any
@@ -23,6 +23,7 @@ import numpy as np
 from policies.batch.placement import candidate_mask, plan_batch
 from policies.framework.contract import BoolArray, CycleContext, IntArray, skipped
 from policies.framework.profile import Profile, ProfileSet
+from policies.framework.select import select
 from policies.framework.status import Code, Status
 from policies.gpu.cards import planned_cards
 from policies.plugins.gpushare.fit import NAME as GPU_SHARE_FIT
@@ -260,12 +261,6 @@ def fit_error(total_nodes: int, histogram: Counter[str]) -> tuple[tuple[str, ...
 
 def _checks_cards(profile: Profile) -> bool:
     return any(plugin.name == GPU_SHARE_FIT for plugin in profile.filter)
-
-
-def _tie_break(uid: str, tied: Sized) -> int:
-    """The seeded choice among equally scored nodes, given in name order: seed = the pod's uid, so a replay
-    picks the same."""
-    return zlib.crc32(uid.encode()) % len(tied)
 
 
 def _skipping(profile: Profile) -> _Skipping:
@@ -602,18 +597,9 @@ class Scheduler:
         per_plugin = {scorer.name: scorer.score(ctx, nodes) for scorer, _ in scorers}
         total = _weighted_total(scorers, per_plugin, len(nodes))
 
-        # Select: the highest total; ties broken by a choice seeded with the pod's uid, or (tieBreak: name)
-        # by the lowest node name.
-        best = int(total.max())
-        tied = np.flatnonzero(total == best)
-        if len(tied) == 1:
-            position = int(tied[0])
-        elif profile.tie_break == "name":
-            position = int(tied[np.argmin(snapshot.name_rank()[nodes[tied]])])
-        else:
-            # The tied nodes in name order (live nodes' names are distinct), as `_tie_break` expects.
-            by_name = tied[np.argsort(snapshot.name_rank()[nodes[tied]])]
-            position = int(by_name[_tie_break(pod.uid, by_name)])
+        # Select: the highest total, ties broken by name or by a choice seeded with the pod's uid.
+        position = select(snapshot, nodes, total, pod.uid, profile.tie_break)
+        best = total.item(position)
         row = int(nodes[position])
         if stages is None:
             plugin_scores = {name: scores.item(position) for name, scores in per_plugin.items()}

@@ -24,7 +24,6 @@ algorithm. The trials cost one cycle per pod and candidate, plus the fragmentati
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
@@ -33,6 +32,7 @@ import numpy as np
 
 from policies.batch.placement import candidate_mask
 from policies.framework.contract import CycleContext, IntArray, skipped
+from policies.framework.select import select
 from policies.gpu import CARDS_STATE
 from policies.gpu.cards import planned_cards
 from policies.plugins.queuesort.gpudemand import demand_key
@@ -109,7 +109,6 @@ class _Trial:
 def _select(profile: Profile, ctx: CycleContext) -> tuple[int, int] | None:
     """A cycle's Filter, PreScore, Score and Select for `ctx.pod`: (row, total score), or None when no node
     passes (or a PreFilter rejects the pod)."""
-    snapshot = ctx.snapshot
     passing = candidate_mask(profile, ctx)
     if passing is None:
         return None
@@ -123,19 +122,8 @@ def _select(profile: Profile, ctx: CycleContext) -> tuple[int, int] | None:
         scores = scorer.score(ctx, nodes)
         if not skipped(scores):
             total += np.multiply(scores, weight, dtype=np.int64)
-    best = total.max()
-    tied = np.flatnonzero(total == best)
-    if len(tied) == 1:
-        position = int(tied[0])
-    else:
-        # As the scheduler's Select: the lowest name (tieBreak: name), or a choice seeded with the uid
-        # among the tied nodes in name order.
-        by_name = tied[np.argsort(snapshot.name_rank()[nodes[tied]], kind="stable")]
-        if profile.tie_break == "name":
-            position = int(by_name[0])
-        else:
-            position = int(by_name[zlib.crc32(ctx.pod.uid.encode()) % len(by_name)])
-    return int(nodes[position]), int(best)
+    position = select(ctx.snapshot, nodes, total, ctx.pod.uid, profile.tie_break)
+    return int(nodes[position]), total.item(position)
 
 
 def _trial(
