@@ -211,21 +211,15 @@ def test_a_worker_killed_at_seeded_points_and_mid_checkpoint_places_every_pod_as
     rebuilds = [float(seconds) for seconds in REBUILT.findall(logs)]
 
     verdict = judge(uids, stream, results, log, offline)
-    lost, duplicated, over, differing = (
-        verdict.lost,
-        verdict.duplicated,
-        verdict.overcommitted,
-        verdict.differing,
-    )
     record_row(
         FaultRow(
             fault=f"worker SIGKILL ×{KILLS} at seeded points, one mid-checkpoint",
             pods=len(uids),
-            lost=len(lost),
-            duplicated=len(duplicated),
-            overcommitted=len(over),
+            lost=len(verdict.lost),
+            duplicated=len(verdict.duplicated),
+            overcommitted=len(verdict.overcommitted),
             recovery_s=max(recovery),
-            differing=len(differing),
+            differing=len(verdict.differing),
             rebuild_s=max(rebuilds, default=0.0),
             sequencer_bytes=sequencer_bytes,
             checkpoints=checkpoint_settings(CHECKPOINT_EVERY, 0),

@@ -434,21 +434,15 @@ def test_after_the_fault_every_pod_is_decided_once_no_node_overfills_and_live_eq
     rebuilds = [float(seconds) for seconds in REBUILT.findall(pipeline.logs())]
 
     verdict = judge(uids, stream, results, log, offline)
-    lost, duplicated, over, differing = (
-        verdict.lost,
-        verdict.duplicated,
-        verdict.overcommitted,
-        verdict.differing,
-    )
     record_row(
         FaultRow(
             fault=fault,
             pods=len(uids),
-            lost=len(lost),
-            duplicated=len(duplicated),
-            overcommitted=len(over),
+            lost=len(verdict.lost),
+            duplicated=len(verdict.duplicated),
+            overcommitted=len(verdict.overcommitted),
             recovery_s=max(recovery),
-            differing=len(differing),
+            differing=len(verdict.differing),
             rebuild_s=max(rebuilds, default=0.0),
             sequencer_bytes=sequencer_bytes,
             checkpoints=checkpoint_settings(
