@@ -9,11 +9,10 @@ offline replay and the tests drive the same code and get the same decisions.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter, not_
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from policies.batch.placement import candidate_mask, plan_batch
-from policies.framework.contract import BoolArray, CycleContext, IntArray, skipped
+from policies.framework.contract import BoolArray, CycleContext, Int32Array, IntArray, RowScores, skipped
 from policies.framework.profile import Profile, ProfileSet
 from policies.framework.select import select
 from policies.framework.status import Code, Status
@@ -143,6 +142,10 @@ class _Stages:
     score: list[tuple[Any, int]]
     zeros: dict[str, int]
     """Every scorer's name → 0, in the profile's order: the skipped scorers' part of `plugin_scores`."""
+    by_rows: bool
+    """Whether every scorer here is a `RowScorePlugin`: the cycle may then score whole rows."""
+    row_order: list[tuple[int, int]]
+    """(index in `score`, weight), weight-1 scorers last: whole-row sums add them without a multiply."""
 
 
 @dataclass(slots=True)
@@ -177,13 +180,29 @@ class _Batch:
     pods: list[tuple[_Queued, float]] = field(default_factory=list)
 
 
-class _RejectedRows(dict[int, str]):
+class _RejectedRows(Mapping[int, str]):
     """Row → the filter that rejected it, as PostFilter receives it, with `groups`: each plugin's rows as
-    an array, in the same order."""
+    an array, in the same order. The mapping itself is built only if read: preemption reads the groups."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.groups: list[tuple[str, IntArray]] = []
+    def __init__(self, groups: list[tuple[str, IntArray]]) -> None:
+        self.groups = groups
+        self._rows: dict[int, str] | None = None
+
+    def _mapping(self) -> dict[int, str]:
+        if self._rows is None:
+            self._rows = {}
+            for name, rows in self.groups:
+                self._rows.update(dict.fromkeys(rows.tolist(), name))
+        return self._rows
+
+    def __getitem__(self, row: int) -> str:
+        return self._mapping()[row]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return sum(len(rows) for _, rows in self.groups)
 
 
 @dataclass(slots=True)
@@ -212,15 +231,12 @@ class _Rejection:
                     self._steps.append((plugin, dropped))
         return self._steps
 
-    def by_row(self) -> dict[int, str]:
-        # The steps' rows are disjoint: one dict per plugin, built in C, merged in order. The rows of each
-        # plugin go along as arrays (`groups`), so PostFilter need not split the dict again row by row.
-        result = _RejectedRows()
-        for plugin, dropped in self.steps:
-            rows = np.flatnonzero(dropped).astype(np.int64)
-            result.update(dict.fromkeys(rows.tolist(), plugin.name))
-            result.groups.append((plugin.name, rows))
-        return result
+    def by_row(self) -> Mapping[int, str]:
+        # The steps' rows are disjoint. The rows of each plugin go along as arrays (`groups`), so PostFilter
+        # need not split a mapping again row by row.
+        return _RejectedRows(
+            [(plugin.name, np.flatnonzero(dropped).astype(np.int64)) for plugin, dropped in self.steps]
+        )
 
     def reasons(self) -> dict[int, list[str]]:
         """Per rejected row (for an explanation)."""
@@ -283,11 +299,14 @@ def _skipping(profile: Profile) -> _Skipping:
 def _stages(ctx: CycleContext, profile: Profile, plugins: list[Any]) -> _Stages:
     skips = {plugin.name: plugin.skips(ctx) for plugin in plugins}
     none: frozenset[str] = frozenset()
+    scorers = [(p, w) for p, w in profile.score if "score" not in skips.get(p.name, none)]
     return _Stages(
         [p for p in profile.pre_filter if "preFilter" not in skips.get(p.name, none)],
         [p for p in profile.filter if "filter" not in skips.get(p.name, none)],
-        [(p, w) for p, w in profile.score if "score" not in skips.get(p.name, none)],
+        scorers,
         dict.fromkeys((p.name for p, _ in profile.score), 0),
+        all(hasattr(p, "score_rows") for p, _ in scorers),
+        sorted(((i, w) for i, (_, w) in enumerate(scorers)), key=lambda pair: pair[1] == 1),
     )
 
 
@@ -348,6 +367,11 @@ class Scheduler:
         """Pods PreEnqueue holds back (scheduling gates), by uid: the latest version of each."""
         self._skipping: dict[int, _Skipping] = {}
         """Per profile (by identity): its plugins' Skip answers."""
+        self._row_sum: Int32Array = np.zeros(0, dtype=np.int32)
+        self._row_scratch: Int32Array = np.zeros(0, dtype=np.int32)
+        self._row_failed: BoolArray = np.zeros(0, dtype=np.bool_)
+        """Whole-row totals, reused from cycle to cycle (`_score_rows`)."""
+        self._cards: dict[int, tuple[Profile, bool]] = {}
 
     # ------------------------------------------------------------------------------ cluster events
 
@@ -569,10 +593,20 @@ class Scheduler:
                 continue
             answers.append((node_filter, keep, passing))
             passing = keep if passing is None else passing & keep
-        nodes = snapshot.live_rows() if passing is None else np.flatnonzero(passing)
+        count = snapshot.size if passing is None else int(np.count_nonzero(passing))
+        # Most rows passing and every scorer able to: Score and Select over whole rows, gathering nothing.
+        if (
+            stages is not None
+            and stages.by_rows
+            and 2 * count > snapshot.rows
+            and not profile.pre_score
+            and self._score_rows(queued, profile, stages, ctx, passing)
+        ):
+            return None
+        nodes = snapshot.live_rows() if passing is None else passing.nonzero()[0]
 
         # PostFilter: nothing fits; preemption may free a node by evicting lower-priority pods.
-        if len(nodes) == 0:
+        if count == 0:
             rejection = _Rejection(ctx, answers)
             counted, message = fit_error(total_nodes, rejection.counts())
             if not explain and profile.post_filter:
@@ -610,16 +644,80 @@ class Scheduler:
         if explain:
             return self._explanation(pod, nodes, _Rejection(ctx, answers), per_plugin, total, row)
 
-        # Reserve: assume the pod on the node at once, so the next cycle sees it (the assume cache).
-        cards = planned_cards(ctx.state, row, snapshot.gpu_free[row], pod.gpu)
-        snapshot.assume(info, row, at=now, attempt=queued.attempt, gpu_cards=cards)
+        self._reserve_and_permit(queued, profile, ctx, row, int(best), plugin_scores)
+        return None
+
+    def _score_rows(
+        self, queued: _Queued, profile: Profile, stages: _Stages, ctx: CycleContext, passing: BoolArray | None
+    ) -> bool:
+        """Score and Select over whole rows (every scorer a `RowScorePlugin`, most rows passing): the
+        weighted sum of every row's scores, the rows that failed a filter set below any score, and the same
+        Select over rows as over the candidates. False, having placed nothing, when a scorer asks to be
+        scored by candidates after all."""
+        snapshot, rows = ctx.snapshot, ctx.snapshot.rows
+        per_row: list[RowScores] = []
+        for scorer, _ in stages.score:
+            scores = scorer.score_rows(ctx, passing)
+            if scores is None:
+                return False
+            per_row.append(scores)
+        total, scratch, failed = self._row_buffers(rows)
+        summed = False
+        for index, weight in stages.row_order:
+            scores = per_row[index]
+            if skipped(scores):
+                continue
+            if not summed:
+                np.multiply(scores, weight, out=total, casting="same_kind")
+                summed = True
+            elif weight == 1:
+                total += scores
+            else:
+                total += np.multiply(scores, weight, out=scratch, casting="same_kind")
+        if not summed:
+            total[:] = 0
+        if passing is not None:
+            # Every score is ≥ 0: a row that failed a filter never wins.
+            np.putmask(total, np.logical_not(passing, out=failed), -1)
+        row = select(snapshot, None, total, queued.pod.uid, profile.tie_break)
+        plugin_scores = stages.zeros.copy()
+        for (scorer, _), scores in zip(stages.score, per_row, strict=True):
+            plugin_scores[scorer.name] = scores.item(row)
+        self._reserve_and_permit(queued, profile, ctx, row, total.item(row), plugin_scores)
+        return True
+
+    def _row_buffers(self, rows: int) -> tuple[Int32Array, Int32Array, BoolArray]:
+        """The total, a weighted score and the failed rows, over `rows`, reused from cycle to cycle. int32,
+        as the scores: numpy's mixed-type arithmetic costs twice its same-type arithmetic, and a total is
+        at most 100 × the weights' sum."""
+        if len(self._row_sum) < rows:
+            self._row_sum = np.zeros(2 * rows, dtype=np.int32)
+            self._row_scratch = np.zeros(2 * rows, dtype=np.int32)
+            self._row_failed = np.zeros(2 * rows, dtype=np.bool_)
+        return self._row_sum[:rows], self._row_scratch[:rows], self._row_failed[:rows]
+
+    def _reserve_and_permit(
+        self,
+        queued: _Queued,
+        profile: Profile,
+        ctx: CycleContext,
+        row: int,
+        score: int,
+        plugin_scores: dict[str, int],
+        batch_id: str | None = None,
+    ) -> None:
+        """Reserve: assume the pod on the node at once, so the next cycle sees it (the assume cache); then
+        Permit, where a gang member waits until its group is complete. A pod a batch placed is placed with
+        the batch's id unless it names its own."""
+        snapshot, pod, now = self.snapshot, queued.pod, ctx.now
+        cards = None if pod.gpu is None else planned_cards(ctx.state, row, snapshot.gpu_free[row], pod.gpu)
+        snapshot.assume(ctx.info, row, at=now, attempt=queued.attempt, gpu_cards=cards)
         for reserve in profile.reserve:
             status = reserve.reserve(ctx, row)
             if not status.ok:
                 self._unreserve(queued, profile, row, reason="reserve failed")
-                return self._fail(queued, profile, status.reasons, "; ".join(status.reasons), False)
-
-        # Permit: a gang member waits here until its group is complete.
+                self._fail(queued, profile, status.reasons, "; ".join(status.reasons), False)
+                return
         timeout: float | None = None
         for permit in profile.permit:
             status, wait_s = permit.permit(ctx, row)
@@ -627,17 +725,16 @@ class Scheduler:
                 timeout = wait_s if timeout is None else min(timeout, wait_s)
             elif not status.ok:
                 self._unreserve(queued, profile, row, reason="; ".join(status.reasons))
-                return self._fail(queued, profile, status.reasons, "; ".join(status.reasons), False)
-        score = int(best)
+                self._fail(queued, profile, status.reasons, "; ".join(status.reasons), False)
+                return
         if timeout is not None:
             deadline = now + timeout
             self._waiting[pod.uid] = _Wait(queued, profile, row, deadline, score, plugin_scores)
             self._outbox.append(Waiting(pod.uid, snapshot.names[row] or "", deadline))
         else:
-            self._place(queued, profile, row, score, plugin_scores)
+            self._place(queued, profile, row, score, plugin_scores, batch_id)
         for uid in ctx.state.get("permit.allow", ()):
             self.allow_waiting(uid)
-        return None
 
     # -------------------------------------------------------------------------------- batches
 
@@ -697,51 +794,9 @@ class Scheduler:
                 if row < 0:
                     single.append(queued)
                 else:
-                    self._commit_batch_pod(queued, profile, ctx, row, score, {name: score}, batch_id, now)
+                    self._reserve_and_permit(queued, profile, ctx, row, score, {name: score}, batch_id)
         for queued in sorted(single, key=lambda q: q.arrival):
             self._cycle(queued, profile, now, explain=False)
-
-    def _commit_batch_pod(
-        self,
-        queued: _Queued,
-        profile: Profile,
-        ctx: CycleContext,
-        row: int,
-        score: int,
-        plugin_scores: dict[str, int],
-        batch_id: str,
-        now: float,
-    ) -> None:
-        """Reserve and Permit for a pod the batch put on `row`, as the end of `_cycle` does."""
-        pod = queued.pod
-        cards = planned_cards(ctx.state, row, self.snapshot.gpu_free[row], pod.gpu)
-        self.snapshot.assume(ctx.info, row, at=now, attempt=queued.attempt, gpu_cards=cards)
-        for reserve in profile.reserve:
-            status = reserve.reserve(ctx, row)
-            if not status.ok:
-                self._unreserve(queued, profile, row, reason="reserve failed")
-                self._fail(queued, profile, status.reasons, "; ".join(status.reasons), False)
-                return
-        timeout: float | None = None
-        for permit in profile.permit:
-            status, wait_s = permit.permit(ctx, row)
-            if status.code == Code.WAIT:
-                timeout = wait_s if timeout is None else min(timeout, wait_s)
-            elif not status.ok:
-                self._unreserve(queued, profile, row, reason="; ".join(status.reasons))
-                self._fail(queued, profile, status.reasons, "; ".join(status.reasons), False)
-                return
-        if timeout is not None:
-            deadline = now + timeout
-            self._waiting[pod.uid] = _Wait(queued, profile, row, deadline, score, plugin_scores)
-            self._outbox.append(Waiting(pod.uid, self.snapshot.names[row] or "", deadline))
-        else:
-            self._place(queued, profile, row, score, plugin_scores)
-            placed = self._outbox[-1]
-            if isinstance(placed, Placed) and placed.batch_id is None:
-                self._outbox[-1] = dataclasses.replace(placed, batch_id=batch_id)
-        for uid in ctx.state.get("permit.allow", ()):
-            self.allow_waiting(uid)
 
     # ---------------------------------------------------------------------------- bookkeeping
 
@@ -771,7 +826,13 @@ class Scheduler:
         )
 
     def _place(
-        self, queued: _Queued, profile: Profile, row: int, score: int, plugin_scores: dict[str, int]
+        self,
+        queued: _Queued,
+        profile: Profile,
+        row: int,
+        score: int,
+        plugin_scores: dict[str, int],
+        batch_id: str | None = None,
     ) -> None:
         pod, snapshot = queued.pod, self.snapshot
         spec = snapshot.specs[row]
@@ -787,11 +848,11 @@ class Scheduler:
                 plugin_scores=plugin_scores,
                 node_version=int(snapshot.version[row]),
                 attempt=queued.attempt,
-                batch_id=pod.batch_id,
+                batch_id=pod.batch_id if pod.batch_id is not None else batch_id,
                 # Only a profile that checks cards (GpuShareFit) promises them: the ledger and the device
                 # plugin hold a binding to its cards. Others see GPUs as whole nvidia.com/gpu units, as
                 # kube-scheduler does, and their bindings name no card.
-                gpu_cards=record.gpu_cards if record is not None and _checks_cards(profile) else (),
+                gpu_cards=record.gpu_cards if record is not None and self._checks_cards(profile) else (),
             )
         )
 
@@ -931,6 +992,13 @@ class Scheduler:
         if stages is None:
             stages = skipping.stages[shape] = _stages(ctx, profile, skipping.plugins)
         return stages
+
+    def _checks_cards(self, profile: Profile) -> bool:
+        """`_checks_cards`, kept per profile: every placement asks."""
+        checks = self._cards.get(id(profile))
+        if checks is None or checks[0] is not profile:
+            checks = self._cards[id(profile)] = (profile, _checks_cards(profile))
+        return checks[1]
 
     def _attach(self, profile: Profile) -> None:
         profile.handle.waiting = self

@@ -266,13 +266,15 @@ class RowCursor:
     def stale(self, snapshot: Snapshot) -> IntArray | None:
         """The rows changed since the last call, which count as read from now on; None means all
         `snapshot.rows` (first use, another snapshot, rows added, or a journal cannot tell)."""
-        if self._snapshot is None or self._snapshot() is not snapshot or self._rows != snapshot.rows:
-            self._snapshot, self._rows = weakref.ref(snapshot), snapshot.rows
+        if self._snapshot is None or self._snapshot() is not snapshot or self._rows != snapshot._rows:
+            self._snapshot, self._rows = weakref.ref(snapshot), snapshot._rows
             self._journals = [snapshot.journals[kind] for kind in self._kinds]
             self._marks = [journal.count for journal in self._journals]
             return None
-        parts = []
         marks = self._marks
+        if len(marks) == 1 and self._journals[0].count == marks[0]:
+            return _NO_ROWS  # one kind, unchanged: the usual answer, without the loop below
+        parts = []
         for i, journal in enumerate(self._journals):
             if journal.count != marks[i]:
                 part = journal.since(marks[i])
@@ -584,8 +586,10 @@ class Snapshot:
 
     def _choose_gpu_cards(self, info: PodInfo, row: int, gpu_cards: Sequence[int] | None) -> tuple[int, ...]:
         gpu = info.pod.gpu
+        if gpu is None:
+            return ()
         count = int(self.gpu_cards[row])
-        if gpu is None or count == 0:
+        if count == 0:
             return ()
         if gpu_cards is not None:
             cards = tuple(sorted(int(card) for card in gpu_cards))
@@ -735,14 +739,25 @@ class Snapshot:
 
     def _account(self, record: PodRecord, sign: int) -> None:
         info, row = record.info, record.row
-        width = len(info.vector)
-        self.requested[row, :width] += sign * info.vector
-        self.free[row, :width] -= sign * info.vector
-        self.limits[row, :width] += sign * info.limits
-        self.nonzero[row, 0] += sign * info.nonzero_cpu
-        self.nonzero[row, 1] += sign * info.nonzero_memory
+        vector, width = info.vector, len(info.vector)
+        # In place, without a `sign ×` copy of each vector: a placement's bookkeeping is a good part of it.
+        if sign > 0:
+            self.requested[row, :width] += vector
+            self.free[row, :width] -= vector
+            self.limits[row, :width] += info.limits
+        else:
+            self.requested[row, :width] -= vector
+            self.free[row, :width] += vector
+            self.limits[row, :width] -= info.limits
+        requests = info.requests
+        change = (info.nonzero_cpu, info.nonzero_memory, requests.get("cpu", 0), requests.get("memory", 0))
+        self.nonzero[row] += change[:2] if sign > 0 else (-change[0], -change[1])
         self.pod_count[row] += sign
-        self._mirror_cpu_memory(row)
+        # Pods change the requested rows of the float mirror only, by integers (exact below 2^53).
+        if sign > 0:
+            self.cpu_memory[2:6, row] += change
+        else:
+            self.cpu_memory[2:6, row] -= change
         self._account_gpu(record, sign)
         for protocol, port, ip in record.ports:
             by_ip = self.ports.setdefault((protocol, port), {})

@@ -12,6 +12,7 @@ Reserve → Permit → (Bind, by the applier).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -31,6 +32,7 @@ __all__ = [
     "CheckpointedPlugin",
     "CycleContext",
     "FilterPlugin",
+    "Int32Array",
     "IntArray",
     "Nodes",
     "PermitPlugin",
@@ -42,6 +44,8 @@ __all__ = [
     "PreScorePlugin",
     "QueueSortPlugin",
     "ReservePlugin",
+    "RowScorePlugin",
+    "RowScores",
     "ScorePlugin",
     "SkipPlugin",
     "no_scores",
@@ -54,6 +58,9 @@ MAX_NODE_SCORE = 100
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+Int32Array = npt.NDArray[np.int32]
+RowScores = Int32Array | IntArray
+"""A `RowScorePlugin`'s scores: one per snapshot row."""
 Nodes = IntArray | slice
 """Rows a filter looks at: a slice over every row (the scheduler's filter pass, where numpy reads views and
 gathers nothing) or an index array (preemption's what-ifs). Scorers always get an index array."""
@@ -80,7 +87,7 @@ def no_scores(count: int) -> IntArray:
     return shared[:count]
 
 
-def skipped(scores: IntArray) -> bool:
+def skipped(scores: npt.NDArray[Any]) -> bool:
     """Whether `scores` came from `no_scores`: the cycle adds nothing for such a plugin."""
     return scores.base is _NO_SCORES[0]
 
@@ -171,7 +178,7 @@ class PostFilterResult:
 class PostFilterPlugin(Protocol):
     name: str
 
-    def post_filter(self, ctx: CycleContext, rejected: dict[int, str]) -> PostFilterResult:
+    def post_filter(self, ctx: CycleContext, rejected: Mapping[int, str]) -> PostFilterResult:
         """Called when no node passed; `rejected` maps each row to the filter plugin that rejected it."""
 
 
@@ -189,6 +196,25 @@ class ScorePlugin(Protocol):
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
         """Final scores 0..100 for `nodes`. A plugin with a NormalizeScore stage applies it here: it has
         every candidate's raw score in the same array."""
+
+
+@runtime_checkable
+class RowScorePlugin(Protocol):
+    """Optional, for a scorer that computes every row at once anyway (from tables kept per row): its scores
+    for all rows, of which the cycle reads the passing ones. When most rows pass and every scorer of a
+    pod's cycle has this, the cycle sums whole rows and gathers nothing: a gather of the candidates per
+    plugin, and the conversions after it, cost as much as the arithmetic.
+
+    The answer must equal `score` on the passing rows, normalisation included (over the passing rows).
+    None means "ask `score`": the cycle then scores the candidates as usual. A plugin that takes no part
+    (PreScore's Skip) answers `no_scores` for the rows. The array is read before the next call to the
+    plugin, never kept, so a plugin may hand out an array it overwrites next cycle."""
+
+    name: str
+
+    def score_rows(self, ctx: CycleContext, passing: BoolArray | None) -> RowScores | None:
+        """Scores 0..100 for rows 0..``ctx.snapshot.rows``; `passing` marks the rows that passed every
+        filter (None: every row passed)."""
 
 
 @runtime_checkable

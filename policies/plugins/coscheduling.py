@@ -12,6 +12,7 @@ The plugin is a thin adapter over `Manager`, which holds the groups' state:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -131,7 +132,7 @@ class Coscheduling:
             return Status.unschedulable(reason, plugin=NAME)
         return SUCCESS
 
-    def post_filter(self, ctx: CycleContext, rejected: dict[int, str]) -> PostFilterResult:
+    def post_filter(self, ctx: CycleContext, rejected: Mapping[int, str]) -> PostFilterResult:
         group = self.manager.group(ctx.pod)
         if group is None:
             return PostFilterResult(Status(Code.SUCCESS))

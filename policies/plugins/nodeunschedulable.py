@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from policies.framework.contract import BoolArray, CycleContext, IntArray, Nodes
 
 __all__ = ["NAME", "REASON", "TAINT_KEY", "NodeUnschedulable", "new"]
@@ -22,6 +24,9 @@ class NodeUnschedulable:
 
     def reasons(self, ctx: CycleContext, nodes: IntArray) -> list[list[str]]:
         return [[REASON] for _ in range(len(nodes))]
+
+    def reason_counts(self, ctx: CycleContext, nodes: IntArray) -> Counter[str]:
+        return Counter({REASON: len(nodes)})
 
 
 def new(args: None, handle: object) -> NodeUnschedulable:

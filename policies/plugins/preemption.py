@@ -19,6 +19,8 @@ and forget). Both only skip rows whose what-if would find no victims, so the cho
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from policies.framework.contract import BoolArray, CycleContext, IntArray, PostFilterResult
@@ -223,7 +225,7 @@ class DefaultPreemption:
                     )
             snapshot.version[row] = version  # a what-if is not a change of the node
 
-    def _candidates(self, ctx: CycleContext, rejected: dict[int, str]) -> IntArray:
+    def _candidates(self, ctx: CycleContext, rejected: Mapping[int, str]) -> IntArray:
         """The rejected rows that evicting pods could open, grouped by the plugin that rejected them."""
         profile = self.handle.profile
         assert profile is not None
@@ -279,7 +281,7 @@ class DefaultPreemption:
                 hopeful &= snapshot.free[rows, column] + freed[:, i] >= vector[column]
         return hopeful
 
-    def post_filter(self, ctx: CycleContext, rejected: dict[int, str]) -> PostFilterResult:
+    def post_filter(self, ctx: CycleContext, rejected: Mapping[int, str]) -> PostFilterResult:
         best: tuple[tuple[int, int, int, str], int, list[PodRecord]] | None = None
         candidates = self._candidates(ctx, rejected)
         for row in candidates[self._hopeful(ctx, candidates)].tolist():

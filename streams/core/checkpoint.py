@@ -119,7 +119,19 @@ _SCHEDULER = _Component(
     "scheduler",
     # `_skipping`: which plugins each profile skips for a pod, rebuilt on first use (keyed by the profiles'
     # ids, which a restore changes).
-    frozenset({"profiles", "snapshot", "_listeners", "_listeners_version", "_skipping"}),
+    frozenset(
+        {
+            "profiles",
+            "snapshot",
+            "_listeners",
+            "_listeners_version",
+            "_skipping",
+            "_row_sum",
+            "_row_scratch",
+            "_row_failed",
+            "_cards",
+        }
+    ),
 )
 _SNAPSHOT = _Component(
     "snapshot",

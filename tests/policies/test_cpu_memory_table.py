@@ -1,6 +1,7 @@
 """NodeResourcesFit's and BalancedAllocation's per-row table (`CpuMemoryTable`) decides exactly as their
 general paths, over most of the rows or a few, while pods come and go and nodes change under it (retainted,
-cordoned, removed, added, one without allocatable memory)."""
+cordoned, removed, added, one without allocatable memory); and a cycle that scores whole rows decides as one
+that scores the candidates."""
 
 from __future__ import annotations
 
@@ -114,3 +115,31 @@ def test_the_cpu_and_memory_table_decides_as_the_general_paths(seed):
     with_table = outcomes(scheduler(nodes), events)
     assert with_table == outcomes(plain_paths(scheduler(nodes)), events)
     assert sum(1 for o in with_table if o[0] == "placed") > 50
+
+
+def candidates_only(s: Scheduler) -> Scheduler:
+    """The same scheduler scoring the candidates only, never whole rows (`RowScorePlugin`)."""
+    s._score_rows = lambda *args: False  # type: ignore[method-assign]
+    return s
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [1, 2, 3, 4, 5],
+    ids=lambda seed: f"churning cluster {seed} is decided the same scored over whole rows or over candidates",
+)
+def test_scoring_whole_rows_decides_as_scoring_the_candidates(seed):
+    nodes, events = churn(seed)
+    s = scheduler(nodes)
+    by_rows = 0
+    score_rows = s._score_rows
+
+    def counted(*args: Any) -> bool:
+        nonlocal by_rows
+        placed: bool = score_rows(*args)
+        by_rows += placed
+        return placed
+
+    s._score_rows = counted  # type: ignore[method-assign]
+    assert outcomes(s, events) == outcomes(candidates_only(scheduler(nodes)), events)
+    assert by_rows > 15

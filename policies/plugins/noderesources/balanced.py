@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray, no_scores
+from policies.framework.contract import MAX_NODE_SCORE, BoolArray, CycleContext, IntArray, no_scores
 from policies.framework.profile import kubernetes_version_of
 from policies.plugins.noderesources.common import (
     CPU_MEMORY,
@@ -102,14 +102,20 @@ class BalancedAllocation:
         self.change = version >= _CHANGE_SINCE
         self.skip_unrequested = version >= _SKIP_SINCE
         self._pod: tuple[PodInfo | None, FloatArray] = (None, np.zeros((2, 1)))
+        self._nothing: tuple[PodInfo | None, bool] = (None, False)
         self._scratch = Scratch()
 
     def _requests_nothing(self, ctx: CycleContext) -> bool:
-        column, vector = ctx.snapshot.column, ctx.info.vector
-        return not any(
-            (c := column.get(resource)) is not None and c < len(vector) and vector[c] != 0
-            for resource in self.resources
-        )
+        """Kept for the pod's retries, as its column (`_pod_column`)."""
+        info = ctx.info
+        if self._nothing[0] is not info:
+            column, vector = ctx.snapshot.column, info.vector
+            nothing = not any(
+                (c := column.get(resource)) is not None and c < len(vector) and vector[c] != 0
+                for resource in self.resources
+            )
+            self._nothing = (info, nothing)
+        return self._nothing[1]
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
         if self.skip_unrequested and self._requests_nothing(ctx):
@@ -132,6 +138,19 @@ class BalancedAllocation:
             [q - pod_amounts[i] for i, (q, _) in enumerate(pairs)], [a for _, a in pairs]
         )
         return change_score(with_pod, without)
+
+    def score_rows(self, ctx: CycleContext, passing: BoolArray | None) -> Int32Array | IntArray | None:
+        """The default arguments over every row of `CpuMemoryTable` (`RowScorePlugin`); None for other
+        resources, or while a live node lacks allocatable cpu or memory."""
+        rows = ctx.snapshot.rows
+        if self.skip_unrequested and self._requests_nothing(ctx):
+            return no_scores(rows)
+        if not self.cpu_memory:
+            return None
+        table = CpuMemoryTable.refreshed(ctx)
+        if table.lacking_count:
+            return None
+        return self._cpu_memory_of(ctx, table.floats[:, :rows], table.change_base[:rows])
 
     def _cpu_memory_score(self, ctx: CycleContext, table: CpuMemoryTable, nodes: IntArray) -> IntArray:
         floats, change_base, pick = table.columns(ctx, nodes)

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from policies.framework.contract import MAX_NODE_SCORE, CycleContext, IntArray
+from policies.framework.contract import MAX_NODE_SCORE, CycleContext, Int32Array, IntArray
 from policies.snapshot import NODES, PODS, RowCursor, Snapshot
 from schemas.quantity import validate_resource_name
 
@@ -36,7 +36,6 @@ _CPU_MEMORY = "noderesources.cpu_memory"
 _TABLE = "noderesources.table"
 _COLUMNS = "noderesources.columns"
 FloatArray = npt.NDArray[np.float64]
-Int32Array = npt.NDArray[np.int32]
 IntT = TypeVar("IntT", np.int32, np.int64)
 _FEW_ROWS = 8
 """Changed rows up to which `CpuMemoryTable` refreshes row by row in plain floats."""
@@ -196,9 +195,9 @@ class CpuMemoryTable:
             return
         # A placement changes a row or two: plain floats, with the same IEEE operations as the whole-row
         # path, cost far less than numpy's overhead per call on arrays that small.
-        mirror, live = snapshot.cpu_memory, snapshot.live
-        floats, change_base, lacking = self.floats, self.change_base, self.lacking
-        for row in set(stale.tolist()):
+        mirror, floats, change_base = snapshot.cpu_memory, self.floats, self.change_base
+        rows = stale.tolist()
+        for row in rows if len(rows) == 1 else set(rows):
             values = mirror[:, row].tolist()
             cpu, memory, nonzero_cpu, nonzero_memory, cpu_requested, memory_requested = values
             usable = cpu > 0 and memory > 0
@@ -215,10 +214,11 @@ class CpuMemoryTable:
                 cpu_requested,
                 memory_requested,
             )
-            short = bool(live[row]) and not usable
-            if short != lacking[row]:
-                lacking[row] = short
-                self.lacking_count += 1 if short else -1
+            if not usable or self.lacking_count:  # else no row lacks, this one included
+                short = not usable and bool(snapshot.live[row])
+                if short != self.lacking[row]:
+                    self.lacking[row] = short
+                    self.lacking_count += 1 if short else -1
 
     def _rebuild(self, snapshot: Snapshot, rows: IntArray | None = None) -> None:
         """Recompute `rows` (every row when None) from the snapshot's float mirror."""

@@ -260,6 +260,23 @@ class NodeResourcesFit:
         final: IntArray = np.where(weight_sum > 0, result, 0.0).astype(np.int64)
         return final
 
+    def score_rows(self, ctx: CycleContext, passing: BoolArray | None) -> Int32Array | None:
+        """LeastAllocated by requests with the default resources, over every row of `CpuMemoryTable`
+        (`RowScorePlugin`); None for the other strategies and arguments, or while a live node lacks
+        allocatable cpu or memory."""
+        weights = self.cpu_memory_weights
+        if (
+            self.strategy != "LeastAllocated"
+            or not weights
+            or ctx.snapshot.max_allocatable >= EXACT_FLOAT_LIMIT
+            or self._by_usage(ctx)
+        ):
+            return None
+        table = CpuMemoryTable.refreshed(ctx)
+        if table.lacking_count:
+            return None
+        return self._least_allocated_of(ctx.info, table.floats[:, : ctx.snapshot.rows], weights)
+
     def _cpu_memory_score(
         self, ctx: CycleContext, nodes: IntArray, weights: tuple[int, int]
     ) -> IntArray | None:
