@@ -53,6 +53,7 @@ from schemas.pod import (
     PodAffinityTerm,
     PodRequest,
     TopologySpreadConstraint,
+    whole_cards,
 )
 from schemas.quantity import Resources
 
@@ -1258,8 +1259,9 @@ def main() -> None:
     # on a snapshot without measured load (what `--profile default` measures).
     default_runs: list[Run] = []
     if args.profile.startswith("gpu-share"):
-        # No baseline implements per-card sharing: the reference is `default` on the same nodes and pods.
-        as_default = [p.model_copy(update={"scheduler_name": "default"}) for p in pods]
+        # No baseline implements per-card sharing: the reference is `default` on the same nodes and pods,
+        # each GPU request in whole nvidia.com/gpu, as a profile without card accounting counts it.
+        as_default = [whole_cards(p).model_copy(update={"scheduler_name": "default"}) for p in pods]
         default_runs.append(timed_run("eyrie default, same pods", cluster, as_default, None, 0.0))
     if load_aware:
         as_default = [p.model_copy(update={"scheduler_name": "default"}) for p in pods]

@@ -21,6 +21,9 @@ more pod goes in:
   (`measure_standby`); its ``takeover_s`` runs from the kill to the binding of the pod sent then, and its
   ``detection_s`` is the failure detection among it. Its other figures are the history's, shared with the
   row before.
+- With the standby row, a third row with ``spare`` true: two workers without a standby
+  (``standby_shards`` 0), the owner SIGKILLed and the other, running but holding nothing of the shard,
+  restoring it from the checkpoint (`measure_spare`); ``takeover_s`` runs from the kill to the binding.
 - ``applier_s``: from the applier's start to its result for the binding (the ledger recovered first).
 - ``sequencer_bytes`` and ``ledger_bytes``: the partitions' sizes on the broker's disk (DescribeLogDirs)
   at the end, the sequencer's once the broker's retention check had a chance to free the segments behind
@@ -106,6 +109,7 @@ __all__ = [
     "main",
     "measure_metrics_row",
     "measure_row",
+    "measure_spare",
     "measure_standby",
 ]
 
@@ -114,6 +118,10 @@ WARM_POD = "recovery-warm"
 """The pod the shard's owner places in a standby row before it is killed."""
 STANDBY_POD = "recovery-standby"
 """The pod sent as the owner is killed in a standby row: its binding ends the takeover."""
+SPARE_WARM_POD = "recovery-spare-warm"
+"""The pod the shard's owner places in a spare row before it is killed."""
+SPARE_POD = "recovery-spare"
+"""The pod sent as the owner is killed in a spare row: its binding ends the takeover."""
 CAUGHT_UP_S = 3.0
 """How long a standby row waits after the owner's binding of `WARM_POD` before it kills the owner: the
 owner commits every second and the standby reads the commits every `POLL_S`, so the standby has applied
@@ -560,6 +568,9 @@ class Row:
     """The takeover's phases in seconds (`takeover_phases`, or `measure_standby`'s)."""
     standby: bool = False
     """A hot standby's takeover (`measure_standby`): `takeover_s` runs from the owner's SIGKILL."""
+    spare: bool = False
+    """A spare worker's takeover (`measure_spare`): a running worker that did not follow the shard;
+    `takeover_s` runs from the owner's SIGKILL."""
     detection_s: float | None = None
     """Of a standby row's `takeover_s`, the failure detection: from the kill until the group assigned the
     shard to the standby's worker (the session timeout, then the rebalance)."""
@@ -775,7 +786,12 @@ def measure_row(
         for i, uid in enumerate((NEXT_POD, WARM_POD, STANDBY_POD))
     )
     standby = standby and checkpoints
-    nodes = asyncio.run(generate(settings, history, [pod, warm, after_kill] if standby else [pod]))
+    spare_warm, after_spare_kill = (
+        _pod(history.pods + 3 + i, now).model_copy(update={"uid": uid, "name": uid, "created_at": None})
+        for i, uid in enumerate((SPARE_WARM_POD, SPARE_POD))
+    )
+    later = [warm, after_kill, spare_warm, after_spare_kill] if standby else []
+    nodes = asyncio.run(generate(settings, history, [pod, *later]))
     expected = nodes[0]
     generated = time.monotonic() - started
     print(f"  {history.pods:,} pods written in {generated:.1f} s", flush=True)
@@ -799,6 +815,10 @@ def measure_row(
             expect = {WARM_POD: nodes[1], STANDBY_POD: nodes[2]}
             standby_takeover, detection, standby_phases = measure_standby(
                 settings, env, logs, (warm, after_kill), expect, timeout
+            )
+            expect = {SPARE_WARM_POD: nodes[3], SPARE_POD: nodes[4]}
+            spare_takeover, spare_phases = measure_spare(
+                settings, env, logs, (spare_warm, after_spare_kill), expect, timeout
             )
         # What the applier's recovery is about to read (counted before it starts, so not in its time).
         ledger_written, ledger_read, ledger_tombstones = asyncio.run(_changelog_records(settings, ledger))
@@ -838,7 +858,8 @@ def measure_row(
     followed = replace(
         row, standby=True, takeover_s=standby_takeover, detection_s=detection, phases=standby_phases
     )
-    return [row, followed]
+    spare = replace(row, spare=True, takeover_s=spare_takeover, phases=spare_phases)
+    return [row, followed, spare]
 
 
 _FOLLOWING = re.compile(r"standby: following shards")
@@ -908,6 +929,74 @@ def measure_standby(
         "rest": takeover - detection,
     }
     return round(takeover, 2), round(detection, 2), {name: round(value, 2) for name, value in phases.items()}
+
+
+def measure_spare(
+    settings: Settings,
+    env: dict[str, str],
+    logs: Path,
+    pods: tuple[PodRequest, PodRequest],
+    expected: dict[str, str | None],
+    timeout: float,
+) -> tuple[float, dict[str, float]]:
+    """A spare worker's takeover of the history's shard: two workers without a standby, one owning the
+    shard, the other running beside it with nothing of the shard's state; the owner places the first of
+    `pods`, then is killed (SIGKILL) and the second pod goes in at once. Returns the seconds from the kill
+    to the second pod's binding, and the phases from the spare's log: ``until restore`` (failure detection,
+    the rebalance, the pod's way to placement, which starts the restore), ``read``, ``decode`` and
+    ``replay`` (the restore from the checkpoint, as a fresh worker's), ``place`` (the restored shard to the
+    binding)."""
+    env = {**env, "EYRIE_STANDBY_SHARDS": "0"}
+    warm, after_kill = pods
+    names = ("-c", "-d")
+    processes = {name: start_role("worker", env, logs, suffix=name) for name in names}
+    try:
+        deadline = time.monotonic() + timeout
+        while not all("ready:" in (logs / f"worker{name}.log").read_text() for name in names):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the two workers were not ready within {timeout:.0f} s")
+            time.sleep(0.2)
+        asyncio.run(_submit(settings, warm))
+        _, binding = asyncio.run(_first(settings, "bindings", warm.uid, None, timeout))
+        if binding.get("node") != expected[warm.uid]:
+            raise SystemExit(
+                f"error: the owner bound {warm.uid} to {binding.get('node')}, not {expected[warm.uid]}"
+            )
+        restored = [name for name in names if _restore_stamp((logs / f"worker{name}.log").read_text())]
+        if len(restored) != 1:
+            raise SystemExit(f"error: {len(restored)} workers restored the shard, not one (see {logs})")
+        owner = restored[0]
+        spare = next(name for name in names if name != owner)
+        time.sleep(CAUGHT_UP_S)  # as the standby row: the owner's commits are in
+        killed, killed_wall = time.monotonic(), time.time()
+        processes[owner].kill()
+        asyncio.run(_submit(settings, after_kill))
+        bound, binding = asyncio.run(_first(settings, "bindings", after_kill.uid, None, timeout))
+        takeover = bound - killed
+        bound_wall = time.time() - (time.monotonic() - bound)
+        if binding.get("node") != expected[after_kill.uid]:
+            raise SystemExit(
+                f"error: the spare bound {after_kill.uid} to {binding.get('node')}, not "
+                f"{expected[after_kill.uid]}"
+            )
+    finally:
+        stop_all(list(processes.values()))
+    stamp = _restore_stamp((logs / f"worker{spare}.log").read_text())
+    if stamp is None:
+        raise SystemExit(f"error: the spare worker did not restore the shard (see {logs}/worker{spare}.log)")
+    restore_start, restore_end, restore = stamp
+    phases = {"until restore": restore_start - killed_wall, **restore, "place": bound_wall - restore_end}
+    return round(takeover, 2), {name: round(max(0.0, value), 2) for name, value in phases.items()}
+
+
+def _restore_stamp(log: str) -> tuple[float, float, dict[str, float]] | None:
+    """The log's restore from a checkpoint: its start and end (wall clock) and its phases."""
+    restored = _stamped(log, _RESTORED)
+    if restored is None:
+        return None
+    at, found = restored
+    restore = dict(zip(("read", "decode", "replay"), (float(found.group(i)) for i in (1, 2, 3)), strict=True))
+    return at - sum(restore.values()), at, restore
 
 
 # ------------------------------------------------------------------------------------ the metrics tables
@@ -1223,6 +1312,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
                 print(f"  takeover phases: {_phases_text(row.phases)}", flush=True)
                 for followed in measured[1:]:
+                    if followed.spare:
+                        print(
+                            f"  spare worker: takeover {followed.takeover_s:.2f} s from the owner's SIGKILL; "
+                            f"{_phases_text(followed.phases)}",
+                            flush=True,
+                        )
+                        continue
                     print(
                         f"  hot standby: takeover {followed.takeover_s:.2f} s from the owner's SIGKILL, of "
                         f"which failure detection {followed.detection_s:.2f} s; "

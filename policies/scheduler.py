@@ -27,6 +27,7 @@ from policies.framework.status import Code, Status
 from policies.gpu.cards import planned_cards
 from policies.plugins.gpushare.fit import NAME as GPU_SHARE_FIT
 from policies.snapshot import PodInfo, Snapshot
+from schemas.gpu import GPU_RESOURCE
 from schemas.node import NodeSpec
 from schemas.pod import PodRequest
 
@@ -39,6 +40,7 @@ __all__ = [
     "Unschedulable",
     "Waiting",
     "fit_error",
+    "uncounted_gpu",
 ]
 
 UNSCHEDULABLE_FLUSH_S = 300.0
@@ -273,6 +275,21 @@ def fit_error(total_nodes: int, histogram: Counter[str]) -> tuple[tuple[str, ...
     counted = tuple(sorted(f"{count} {reason}" for reason, count in histogram.items() if count))
     message = f"0/{total_nodes} nodes are available" + (f": {', '.join(counted)}." if counted else ".")
     return counted, message
+
+
+def uncounted_gpu(pod: PodRequest, profile: str) -> str | None:
+    """Why a profile without GpuShareFit refuses the pod, or None: its `gpu` request (cards, or a share of
+    one) is more than the whole ``nvidia.com/gpu`` it requests, which is all such a profile counts, as
+    kube-scheduler counts it."""
+    gpu = pod.gpu
+    if gpu is None or pod.effective_requests.get(GPU_RESOURCE, 0) >= gpu.count:
+        return None
+    asked = f"a share of a GPU card ({gpu.milli} milli)" if gpu.is_share else f"{gpu.count} GPU card(s)"
+    return (
+        f"profile {profile} does not place GPU cards (it has no {GPU_SHARE_FIT} filter): the pod asks for "
+        f"{asked} and requests {pod.effective_requests.get(GPU_RESOURCE, 0)} {GPU_RESOURCE}; use a profile "
+        f"with {GPU_SHARE_FIT}, such as gpu-share, or request whole {GPU_RESOURCE}"
+    )
 
 
 def _checks_cards(profile: Profile) -> bool:
@@ -570,6 +587,12 @@ class Scheduler:
         else:
             stages = self._stages_for(ctx, profile)
             pre_filters, filters, scorers = stages.pre_filter, stages.filter, stages.score
+
+        # A GPU request in cards that the profile does not check would be placed as if it asked for none.
+        if pod.gpu is not None and not self._checks_cards(profile):
+            refusal = uncounted_gpu(pod, profile.name)
+            if refusal is not None:
+                return self._fail(queued, profile, (refusal,), refusal, explain)
 
         # PreFilter: whole-pod checks that need no node (a gang still missing members).
         for pre_filter in pre_filters:

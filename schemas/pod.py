@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from schemas.base import Event, LabelKey, LabelValue, Name, Timestamp
-from schemas.gpu import MAX_CARDS, CardIndex, GpuRequest
+from schemas.gpu import GPU_RESOURCE, MAX_CARDS, CardIndex, GpuRequest
 from schemas.quantity import ResourceList, Resources
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "TopologySpreadConstraint",
     "WeightedPodAffinityTerm",
     "effective_resources",
+    "whole_cards",
 ]
 
 QOSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
@@ -464,6 +465,21 @@ class PodRequest(Event):
         if guaranteed and requests == limits:
             return "Guaranteed"
         return "Burstable"
+
+
+def whole_cards(pod: PodRequest) -> PodRequest:
+    """The pod as a scheduler without GPU sharing must see it: its `gpu` request as whole
+    ``nvidia.com/gpu`` (a share of a card asks for one, since no node offers a tenth of a whole-unit
+    resource), added to its first container. A pod already requesting as many comes back as it is."""
+    if pod.gpu is None or pod.effective_requests.get(GPU_RESOURCE, 0) >= pod.gpu.count:
+        return pod
+    containers = list(pod.containers) or [Container(name="app")]
+    requests = Resources(containers[0].requests)
+    requests[GPU_RESOURCE] = pod.gpu.count
+    containers[0] = containers[0].model_copy(update={"requests": requests})
+    # Built anew (not model_copy), so the effective requests are derived again.
+    fields = {name: getattr(pod, name) for name in PodRequest.model_fields}
+    return PodRequest(**{**fields, "containers": containers})
 
 
 class PodDeleted(Event):

@@ -65,8 +65,7 @@ from policies.gpu.workload import typical_pods as typical_workload
 from policies.scheduler import Evicted, Outcome, Placed, Unschedulable
 from schemas.exceptions import InvalidInput
 from schemas.node import NodeEvent, NodeSpec
-from schemas.pod import PodRequest
-from schemas.quantity import Resources
+from schemas.pod import PodRequest, whole_cards
 
 __all__ = [
     "ARRIVAL_GAP",
@@ -581,7 +580,7 @@ def replay(
     for index, arriving in enumerate(sequence, start=1):
         pod = arriving.model_copy(update={"scheduler_name": profile})
         if not shares:
-            pod = _whole_cards(pod)
+            pod = whole_cards(pod)
         demand = demand_of(pod)
         demands[pod.uid] = demand
         position[pod.uid] = index
@@ -612,20 +611,6 @@ def replay(
         failed=len(failed),
         seconds=time.perf_counter() - started,
     )
-
-
-def _whole_cards(pod: PodRequest) -> PodRequest:
-    """The pod as a scheduler without GPU sharing sees it: a share asks for one whole ``nvidia.com/gpu``."""
-    demand = demand_of(pod)
-    if demand.count == 0 or pod.effective_requests.get(GPU_RESOURCE, 0) >= demand.count:
-        return pod
-    containers = list(pod.containers)
-    requests = Resources(containers[0].requests)
-    requests[GPU_RESOURCE] = demand.count
-    containers[0] = containers[0].model_copy(update={"requests": requests})
-    # Built anew (not model_copy), so the effective requests are derived again.
-    fields = {name: getattr(pod, name) for name in PodRequest.model_fields}
-    return PodRequest(**{**fields, "containers": containers})
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,14 +50,14 @@ from evaluation.experiments.portrait import (
     RequestRule,
     run_portrait_seeds,
 )
-from evaluation.traces.alibaba_gpu2023 import GPU_RESOURCE, iter_alibaba_gpu2023, whole_cards
+from evaluation.traces.alibaba_gpu2023 import GPU_RESOURCE, iter_alibaba_gpu2023
 from evaluation.traces.common import Report
 from policies.drive import Drive, make_scheduler
 from policies.framework.profile import BUILTIN_PROFILES, parse_profile
 from policies.scheduler import Evicted, Outcome, Placed
 from schemas.exceptions import InvalidInput
 from schemas.node import NodeEvent, NodeSpec
-from schemas.pod import PodDeleted, PodRequest
+from schemas.pod import PodDeleted, PodRequest, whole_cards
 
 __all__ = [
     "ARRIVAL_GAP",

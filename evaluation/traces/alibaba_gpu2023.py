@@ -77,7 +77,6 @@ __all__ = [
     "convert_alibaba_gpu2023",
     "iter_alibaba_gpu2023",
     "pod_list_path",
-    "whole_cards",
 ]
 
 DEFAULT_PODS = "default"
@@ -325,18 +324,3 @@ def convert_alibaba_gpu2023(
     report = Report(progress)
     events = iter_alibaba_gpu2023(src, report, pods=pods, nodes=nodes)
     return write_log(events, out, report, kind="alibaba-gpu-2023", source=src, limit=limit)
-
-
-def whole_cards(pod: PodRequest) -> PodRequest:
-    """The pod as a scheduler without GPU sharing must see it: a share of a card asks for one whole
-    ``nvidia.com/gpu``, since no node offers a tenth of a whole-unit resource. Other pods come back as they
-    are."""
-    if pod.gpu is None or pod.effective_requests.get(GPU_RESOURCE, 0) >= pod.gpu.count:
-        return pod
-    containers = list(pod.containers)
-    requests = Resources(containers[0].requests)
-    requests[GPU_RESOURCE] = pod.gpu.count
-    containers[0] = containers[0].model_copy(update={"requests": requests})
-    # Built anew (not model_copy), so the effective requests are derived again.
-    fields = {name: getattr(pod, name) for name in PodRequest.model_fields}
-    return PodRequest(**{**fields, "containers": containers})

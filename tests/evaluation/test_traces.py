@@ -13,13 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from evaluation.traces import CONVERTERS, read_vm, vm_files
-from evaluation.traces.alibaba_gpu2023 import whole_cards
 from evaluation.traces.common import ConversionSummary, Report, ordered_rows, scan_runs
 from schemas.eventlog import LogEvent, read_events
 from schemas.events import MetricSample
 from schemas.gpu import GpuCards, GpuRequest
 from schemas.node import NodeEvent
-from schemas.pod import PodDeleted, PodRequest
+from schemas.pod import PodDeleted, PodRequest, whole_cards
 from streams.cli.trace import trace_app
 from tests.paths import ALIBABA_2018, ALIBABA_GPU_2023, BITBRAINS, TRACES
 

@@ -16,7 +16,7 @@ from policies.plugins.gpushare.fit import (
     REASON_WHOLE,
     GpuShareFit,
 )
-from policies.scheduler import Placed
+from policies.scheduler import Placed, Unschedulable
 from policies.snapshot import Snapshot
 from schemas.exceptions import InvalidInput
 from schemas.gpu import GpuCards, GpuRequest
@@ -358,3 +358,55 @@ def openb_like_replay() -> list[tuple[str, str, tuple[int, ...]]]:
 
 def test_offline_replay_is_deterministic():
     assert openb_like_replay() == openb_like_replay()
+
+
+GPU_CASES = [
+    (
+        "default",
+        {"milli": 250},
+        {},
+        "refused: profile default does not place GPU cards (it has no GpuShareFit filter): the pod asks for "
+        "a share of a GPU card (250 milli) and requests 0 nvidia.com/gpu; use a profile with GpuShareFit, "
+        "such as gpu-share, or request whole nvidia.com/gpu",
+        "a share of a card sent to the default profile is refused, naming what would place it",
+    ),
+    (
+        "default",
+        {"count": 2},
+        {"nvidia.com/gpu": 1},
+        "refused: profile default does not place GPU cards (it has no GpuShareFit filter): the pod asks for "
+        "2 GPU card(s) and requests 1 nvidia.com/gpu; use a profile with GpuShareFit, such as gpu-share, or "
+        "request whole nvidia.com/gpu",
+        "whole cards beyond the nvidia.com/gpu requested are refused by the default profile",
+    ),
+    (
+        "default",
+        {"count": 2},
+        {"nvidia.com/gpu": 2},
+        "placed",
+        "whole cards requested as nvidia.com/gpu place",
+    ),
+    ("gpu", {"milli": 250}, {}, "placed", "a profile with GpuShareFit places a share of a card"),
+]
+
+
+@pytest.mark.parametrize(
+    ("profile_name", "gpu_request", "extra", "expected"),
+    [case[:4] for case in GPU_CASES],
+    ids=[case[4] for case in GPU_CASES],
+)
+def test_profiles_without_card_accounting_refuse_gpus_they_would_not_count(
+    profile_name, gpu_request, extra, expected
+):
+    s = scheduler(
+        [node("a", cpu="64", memory="64Gi", gpus={"count": 2, "model": "T4"}, extra={"nvidia.com/gpu": 2})],
+        profile("default"),
+        GPU_PROFILE,
+    )
+    p = pod("p", "1", scheduler_name=profile_name, gpu=gpu_request, requests={"cpu": "1", **extra})
+    s.add_pod(p, 0.0)
+    outcomes = s.schedule(0.0)
+    found = [f"refused: {o.message}" if isinstance(o, Unschedulable) else "placed" for o in outcomes]
+    assert found == [expected]
+    if expected != "placed":
+        assert s.explain(p).message == expected.removeprefix("refused: ")

@@ -45,27 +45,33 @@ def batching_agent(max_: int, within: float = WITHIN) -> tuple[Any, list[tuple[l
 # ------------------------------------------------------------------------------------------ the cases
 
 
-def test_full_batches_are_handed_over_at_once_and_a_lone_record_after_the_lull_not_the_window():
-    agent, batches = batching_agent(max_=3, within=WINDOW)
+def test_full_batches_are_handed_over_at_once_and_a_lone_record_after_the_lull_not_the_window(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # A lull and a window long enough that a stall of the machine (CI measured 0.2 s) cannot pass for a
+    # wait: "at once" is well under the lull, "after the lull" at least the lull and well under the window.
+    quiet, window = 0.5, 3.0
+    monkeypatch.setattr(streams.faust_overrides.batching, "QUIET_S", quiet)
+    agent, batches = batching_agent(max_=3, within=window)
 
     async def scenario() -> tuple[float, float]:
         async with agent.test_context() as context:
             started = time.monotonic()
             for value in range(7):
                 await context.put(value)
-            await asyncio.sleep(4 * QUIET_S)
+            await asyncio.sleep(3 * quiet)
             late = time.monotonic()
             await context.put("late")
-            await asyncio.sleep(4 * QUIET_S)
+            await asyncio.sleep(3 * quiet)
             return started, late
 
     started, late = asyncio.run(scenario())
     assert [values for values, _ in batches] == [[0, 1, 2], [3, 4, 5], [6], ["late"]]
     full, _, rest, lone = (at for _, at in batches)
-    assert full - started < QUIET_S  # full: no wait
-    assert rest - started < WINDOW / 2
+    assert full - started < quiet  # full: no wait
+    assert rest - started < window / 2
     # The lone record waited for the lull from its own arrival, not for a clock that kept ticking while idle.
-    assert QUIET_S <= lone - late < WINDOW / 2
+    assert quiet <= lone - late < window / 2
 
 
 def test_with_the_production_lull_of_one_loop_turn_a_burst_is_one_batch_and_a_lone_record_its_own(

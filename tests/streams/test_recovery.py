@@ -260,8 +260,8 @@ def test_the_recovery_benchmark_measures_a_fresh_worker_and_applier_and_ends_wit
         assert row["sequencer_bytes"] > 0 and row["ledger_bytes"] > 0
     # With checkpoints (every 50 records in --quick) the worker restored one, and the sequencer kept only
     # the records from the older checkpoint on.
-    kinds = [(row["checkpoints"], row["standby"]) for row in rows]
-    assert kinds == [(False, False), (True, False), (True, True)]
+    kinds = [(row["checkpoints"], row["standby"], row["spare"]) for row in rows]
+    assert kinds == [(False, False, False), (True, False, False), (True, True, False), (True, False, True)]
     assert rows[1]["sequencer_records"] < rows[0]["sequencer_records"]
     assert {"start", "join", "read", "decode", "replay", "place"} <= set(rows[1]["phases"])
     # The hot standby took the shard over once the group had detected the kill, and placed within seconds
@@ -270,6 +270,10 @@ def test_the_recovery_benchmark_measures_a_fresh_worker_and_applier_and_ends_wit
     assert 0 < standby["detection_s"] <= standby["takeover_s"]
     assert standby["takeover_s"] - standby["detection_s"] < 5.0
     assert "adopt" in standby["phases"]
+    # A running worker that did not follow the shard restored it from the checkpoint once it was assigned.
+    spare = rows[3]
+    assert {"until restore", "read", "decode", "replay", "place"} == set(spare["phases"])
+    assert spare["phases"]["until restore"] < spare["takeover_s"]
     # The fresh worker, stopped cleanly, checkpointed its shard on the way out (a handover), and the owner
     # that took the shard next replayed nothing.
     logs = "".join(path.read_text() for path in tmp_path.glob("*/worker*.log"))

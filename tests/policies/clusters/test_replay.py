@@ -20,7 +20,7 @@ from evaluation.traces.common import Report
 from policies.clusters.models import MAX_INT64, parse_resource_models
 from policies.clusters.placement import TwoLevelPlacer
 from policies.clusters.policy import ClusterPolicy
-from schemas.pod import PodDeleted
+from schemas.pod import PodDeleted, whole_cards
 from tests.paths import ALIBABA_GPU_2023
 
 CLUSTERS = ("alpha", "beta", "gamma")
@@ -63,7 +63,7 @@ def trace(workloads):
             continue
         if created == workloads:
             break
-        pods.append(value)
+        pods.append(whole_cards(value))  # the multi-cluster profiles count whole nvidia.com/gpu
         created += 1
     third = -(-len(nodes) // 3)
     return [n.model_copy(update={"cluster": CLUSTERS[i // third]}) for i, n in enumerate(nodes)], pods
