@@ -798,7 +798,11 @@ class Scheduler:
         batch: list[tuple[_Queued, CycleContext]] = []
         masks: list[BoolArray] = []
         single: list[_Queued] = []
+        checks_cards = self._checks_cards(profile)
         for queued in members:
+            if not checks_cards and uncounted_gpu(queued.pod, profile.name) is not None:
+                single.append(queued)  # its cycle refuses it, as for a profile placing one pod at a time
+                continue
             queued.info = info = snapshot.pod_info(queued.pod, queued.info)
             ctx = CycleContext(queued.pod, info, snapshot, now)
             passing = candidate_mask(profile, ctx)

@@ -410,3 +410,14 @@ def test_profiles_without_card_accounting_refuse_gpus_they_would_not_count(
     assert found == [expected]
     if expected != "placed":
         assert s.explain(p).message == expected.removeprefix("refused: ")
+
+
+def test_a_batch_profile_without_card_accounting_refuses_a_share_instead_of_planning_it():
+    batch = {"schedulerName": "batch", "mode": "batch", "batch_size": 2, "batch_wait": 0}
+    s = scheduler([node("a", cpu="64", memory="64Gi", gpus={"count": 2, "model": "T4"})], batch)
+    pods = [pod(f"s{i}", "1", scheduler_name="batch", gpu={"milli": 250}) for i in range(2)]
+    for p in pods:
+        s.add_pod(p, 0.0)
+    outcomes = [*s.schedule(0.0), *s.tick(10.0)]
+    assert {o.uid for o in outcomes if isinstance(o, Unschedulable)} == {"s0", "s1"}
+    assert not any(isinstance(o, Placed) for o in outcomes)
