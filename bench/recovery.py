@@ -897,23 +897,8 @@ def measure_standby(
             if all("ready:" in text for text in texts.values()):
                 follower = next((name for name, text in texts.items() if _FOLLOWING.search(text)), None)
         owner = next(name for name in processes if name != follower)
-        asyncio.run(_submit(settings, warm))
-        _, binding = asyncio.run(_first(settings, "bindings", warm.uid, None, timeout))
-        if binding.get("node") != expected[warm.uid]:
-            raise SystemExit(
-                f"error: the owner bound {warm.uid} to {binding.get('node')}, not {expected[warm.uid]}"
-            )
-        time.sleep(CAUGHT_UP_S)
-        killed, killed_wall = time.monotonic(), time.time()
-        processes[owner].kill()
-        asyncio.run(_submit(settings, after_kill))
-        bound, binding = asyncio.run(_first(settings, "bindings", after_kill.uid, None, timeout))
-        takeover = bound - killed
-        if binding.get("node") != expected[after_kill.uid]:
-            raise SystemExit(
-                f"error: the standby bound {after_kill.uid} to {binding.get('node')}, not "
-                f"{expected[after_kill.uid]}"
-            )
+        _bind_checked(settings, warm, expected, timeout, "owner")
+        killed_wall, takeover, _ = _kill_and_bind(settings, processes[owner], after_kill, expected, timeout)
     finally:
         stop_all(list(processes.values()))
     text = (logs / f"worker{follower}.log").read_text()
@@ -956,29 +941,15 @@ def measure_spare(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the two workers were not ready within {timeout:.0f} s")
             time.sleep(0.2)
-        asyncio.run(_submit(settings, warm))
-        _, binding = asyncio.run(_first(settings, "bindings", warm.uid, None, timeout))
-        if binding.get("node") != expected[warm.uid]:
-            raise SystemExit(
-                f"error: the owner bound {warm.uid} to {binding.get('node')}, not {expected[warm.uid]}"
-            )
+        _bind_checked(settings, warm, expected, timeout, "owner")
         restored = [name for name in names if _restore_stamp((logs / f"worker{name}.log").read_text())]
         if len(restored) != 1:
             raise SystemExit(f"error: {len(restored)} workers restored the shard, not one (see {logs})")
         owner = restored[0]
         spare = next(name for name in names if name != owner)
-        time.sleep(CAUGHT_UP_S)  # as the standby row: the owner's commits are in
-        killed, killed_wall = time.monotonic(), time.time()
-        processes[owner].kill()
-        asyncio.run(_submit(settings, after_kill))
-        bound, binding = asyncio.run(_first(settings, "bindings", after_kill.uid, None, timeout))
-        takeover = bound - killed
-        bound_wall = time.time() - (time.monotonic() - bound)
-        if binding.get("node") != expected[after_kill.uid]:
-            raise SystemExit(
-                f"error: the spare bound {after_kill.uid} to {binding.get('node')}, not "
-                f"{expected[after_kill.uid]}"
-            )
+        killed_wall, takeover, bound_wall = _kill_and_bind(
+            settings, processes[owner], after_kill, expected, timeout
+        )
     finally:
         stop_all(list(processes.values()))
     stamp = _restore_stamp((logs / f"worker{spare}.log").read_text())
@@ -987,6 +958,36 @@ def measure_spare(
     restore_start, restore_end, restore = stamp
     phases = {"until restore": restore_start - killed_wall, **restore, "place": bound_wall - restore_end}
     return round(takeover, 2), {name: round(max(0.0, value), 2) for name, value in phases.items()}
+
+
+def _bind_checked(
+    settings: Settings, pod: PodRequest, expected: dict[str, str | None], timeout: float, who: str
+) -> tuple[float, float]:
+    """Send `pod` and wait for its binding, which must be on the node the history's own shard chose: the
+    binding's arrival, monotonic and wall clock."""
+    asyncio.run(_submit(settings, pod))
+    bound, binding = asyncio.run(_first(settings, "bindings", pod.uid, None, timeout))
+    if binding.get("node") != expected[pod.uid]:
+        node = binding.get("node")
+        raise SystemExit(f"error: the {who} bound {pod.uid} to {node}, not {expected[pod.uid]}")
+    return bound, time.time() - (time.monotonic() - bound)
+
+
+def _kill_and_bind(
+    settings: Settings,
+    owner: subprocess.Popen[bytes],
+    pod: PodRequest,
+    expected: dict[str, str | None],
+    timeout: float,
+) -> tuple[float, float, float]:
+    """`CAUGHT_UP_S` after the owner's last binding, SIGKILL it and send `pod` at once: the kill's wall
+    clock, the seconds from the kill to the pod's binding (by the worker that took over), and the binding's
+    wall clock."""
+    time.sleep(CAUGHT_UP_S)
+    killed, killed_wall = time.monotonic(), time.time()
+    owner.kill()
+    bound, bound_wall = _bind_checked(settings, pod, expected, timeout, "worker that took over")
+    return killed_wall, bound - killed, bound_wall
 
 
 def _restore_stamp(log: str) -> tuple[float, float, dict[str, float]] | None:

@@ -195,13 +195,22 @@ def checkpoint_write(
 
 
 def _consumer(settings: Settings) -> AIOKafkaConsumer:
+    """A consumer for a restore's reads: records that exist, up to an end offset read first."""
+    limits = consumer_limits(settings, 32 * 1024 * 1024, 8 * 1024 * 1024)
+    # Waiting for new records would only delay these reads, and the first fetch after `assign` goes to the
+    # log's end before the seek lands: with the pipeline's fetch wait, every read of a takeover (the
+    # checkpoint, the tail) waited that long there.
+    limits["fetch_max_wait_ms"] = READ_FETCH_WAIT_MS
     return AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
         group_id=None,
         enable_auto_commit=False,
-        **consumer_limits(settings, 32 * 1024 * 1024, 8 * 1024 * 1024),
+        **limits,
         **client_security(settings),
     )
+
+
+READ_FETCH_WAIT_MS = 10
 
 
 READ_WINDOW = 8
