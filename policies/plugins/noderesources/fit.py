@@ -229,8 +229,8 @@ class NodeResourcesFit:
         # 1/a < 100·2^-53). numpy's int64 division is several times slower than float division.
         exact_float = ctx.snapshot.max_allocatable < EXACT_FLOAT_LIMIT
         by_usage = self._by_usage(ctx)
-        weights = self.cpu_memory_weights
-        if exact_float and not by_usage and weights and self.strategy != "RequestedToCapacityRatio":
+        weights = self._cpu_memory_by_requests(ctx)
+        if weights is not None:
             fast = self._cpu_memory_score(ctx, nodes, weights)
             if fast is not None:
                 return fast
@@ -264,18 +264,27 @@ class NodeResourcesFit:
         """LeastAllocated by requests with the default resources, over every row of `CpuMemoryTable`
         (`RowScorePlugin`); None for the other strategies and arguments, or while a live node lacks
         allocatable cpu or memory."""
-        weights = self.cpu_memory_weights
-        if (
-            self.strategy != "LeastAllocated"
-            or not weights
-            or ctx.snapshot.max_allocatable >= EXACT_FLOAT_LIMIT
-            or self._by_usage(ctx)
-        ):
+        weights = self._cpu_memory_by_requests(ctx)
+        if weights is None or self.strategy != "LeastAllocated":
             return None
         table = CpuMemoryTable.refreshed(ctx)
         if table.lacking_count:
             return None
         return self._least_allocated_of(ctx.info, table.floats[:, : ctx.snapshot.rows], weights)
+
+    def _cpu_memory_by_requests(self, ctx: CycleContext) -> tuple[int, int] | None:
+        """The cpu and memory weights when the default resources are scored by requests (Least- or
+        MostAllocated) in exact float math, which the cpu/memory paths and `score_rows` compute; None when
+        the general path must."""
+        weights = self.cpu_memory_weights
+        if (
+            not weights
+            or self.strategy == "RequestedToCapacityRatio"
+            or ctx.snapshot.max_allocatable >= EXACT_FLOAT_LIMIT
+            or self._by_usage(ctx)
+        ):
+            return None
+        return weights
 
     def _cpu_memory_score(
         self, ctx: CycleContext, nodes: IntArray, weights: tuple[int, int]
