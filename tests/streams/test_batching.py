@@ -48,8 +48,9 @@ def batching_agent(max_: int, within: float = WITHIN) -> tuple[Any, list[tuple[l
 def test_full_batches_are_handed_over_at_once_and_a_lone_record_after_the_lull_not_the_window(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    # A lull and a window long enough that a stall of the machine (CI measured 0.2 s) cannot pass for a
-    # wait: "at once" is well under the lull, "after the lull" at least the lull and well under the window.
+    # A lull and a window long enough that a stall of a loaded machine (a few hundred milliseconds) cannot
+    # pass for a wait: "at once" is well under the lull, "after the lull" at least the lull and well under
+    # the window.
     quiet, window = 0.5, 3.0
     monkeypatch.setattr(streams.faust_overrides.batching, "QUIET_S", quiet)
     agent, batches = batching_agent(max_=3, within=window)

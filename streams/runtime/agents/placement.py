@@ -199,7 +199,7 @@ def _consumer(settings: Settings) -> AIOKafkaConsumer:
     limits = consumer_limits(settings, 32 * 1024 * 1024, 8 * 1024 * 1024)
     # Waiting for new records would only delay these reads, and the first fetch after `assign` goes to the
     # log's end before the seek lands: with the pipeline's fetch wait, every read of a takeover (the
-    # checkpoint, the tail) waited that long there.
+    # checkpoint, the tail) would wait that long there.
     limits["fetch_max_wait_ms"] = READ_FETCH_WAIT_MS
     return AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
