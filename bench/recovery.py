@@ -88,15 +88,18 @@ from streams.core.ledger import NODES_TABLE, PODS_TABLE, Ledger
 from streams.core.metrics import MetricsCore, Summary
 from streams.core.sequencer import Envelope, Kind, decode_envelopes
 from streams.core.shard import Release, Shard
+from streams.core.table_checkpoint import checkpoint_due
 from streams.demo.processes import start_role, stop_all
 from streams.faust_overrides.tables import CHANGELOG_CONFIG
 from streams.local.broker import resolved_broker
 from streams.runtime.agents import metrics as metrics_agent
 from streams.runtime.agents.applier import RESULTS_LINGER_S
 from streams.runtime.agents.common import partition_of
-from streams.runtime.agents.placement import SLOTS, checkpoint_write
+from streams.runtime.agents.placement import checkpoint_write
 from streams.runtime.app import app_id
+from streams.runtime.checkpoint_slots import SLOTS, read_checkpoints
 from streams.runtime.security import client_security
+from streams.runtime.table_checkpoints import table_checkpoint_write, table_owner
 from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
 
@@ -230,6 +233,15 @@ class _Writer:
             await sent
 
 
+@dataclass(slots=True)
+class _TableProgress:
+    since: int = 0
+    entries: int = 0
+    at: float = -math.inf
+    next_offset: int = 0
+    slots: dict[str, int] = field(default_factory=dict)
+
+
 class _Generator:
     """The history through a shard and a ledger as the live agents run them, written as it goes."""
 
@@ -256,6 +268,12 @@ class _Generator:
         """The sequencer offset the live worker would have deleted the records before."""
         self.checkpoint_s = 0.0
         """Time spent encoding checkpoints (what a live worker spends paused on them)."""
+        self.table_checkpoints = settings.topic("table-checkpoints")
+        self.table_checkpoints_written = 0
+        self.table_checkpoint_s = 0.0
+        self.table_progress: dict[tuple[str, int], _TableProgress] = {}
+        """The applier's table checkpoints, by table and partition, as `KeyPartitionedTable` keeps them
+        (its `every_s` on the wall clock, as the applier's: the history is written faster than it ran)."""
 
     async def run(self) -> None:
         history, settings = self.history, self.settings
@@ -361,11 +379,56 @@ class _Generator:
             await self.sequence(held, held[-1].ts + RESULTS_LINGER_S)
 
     async def changelog(self) -> None:
-        partitions = self.settings.partitions
+        """The ledger's writes of one applier batch onto its changelogs, and the table checkpoints the
+        applier's `KeyPartitionedTable.send_unsent_changes` writes with them when due: the entries taken
+        before the batch's records are sent, at the offset after the partition's last record."""
+        settings = self.settings
+        partitions = settings.partitions
+        every, every_s = settings.checkpoint_every_envelopes, settings.checkpoint_every_s
         for name, table in ((NODES_TABLE, self.nodes_table), (PODS_TABLE, self.pods_table)):
-            for key, value in table.take().items():
+            unsent = table.take()
+            by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+            for key, value in unsent.items():
                 raw = key.encode()
-                await self.writer.send(self.changelogs[name], partition_of(raw, partitions), raw, value)
+                by_partition.setdefault(partition_of(raw, partitions), []).append((raw, value))
+            now = time.monotonic()
+            due = []
+            for partition, records in by_partition.items():
+                progress = self.table_progress.setdefault((name, partition), _TableProgress())
+                progress.since += len(records)
+                if checkpoint_due(progress.since, progress.entries, now - progress.at, every, every_s):
+                    due.append(partition)
+            taken_at = time.time()
+            snapshots = {
+                partition: [
+                    (raw, value)
+                    for key, value in table.data.items()
+                    if partition_of(raw := key.encode(), partitions) == partition
+                ]
+                for partition in due
+            }
+            for partition, records in by_partition.items():
+                for raw, value in records:
+                    offset = await self.writer.send(self.changelogs[name], partition, raw, value)
+                self.table_progress[(name, partition)].next_offset = offset + 1
+            for partition, entries in snapshots.items():
+                progress = self.table_progress[(name, partition)]
+                started = time.perf_counter()
+                slot, _, written = table_checkpoint_write(
+                    name,
+                    partition,
+                    progress.next_offset,
+                    taken_at,
+                    entries,
+                    progress.slots,
+                    settings.max_message_bytes,
+                )
+                self.table_checkpoint_s += time.perf_counter() - started
+                self.table_checkpoints_written += 1
+                for record_key, record in written:
+                    await self.writer.send(self.table_checkpoints, partition, record_key, record)
+                progress.slots[slot] = progress.next_offset
+                progress.since, progress.entries, progress.at = 0, len(entries), now
 
 
 def _bulk_producer(settings: Settings) -> AIOKafkaProducer:
@@ -415,6 +478,12 @@ async def generate(settings: Settings, history: History, next_pods: Sequence[Pod
         print(
             f"  {len(generator.slots)} slots written, newest at offset {max(generator.slots.values()):,} of "
             f"{generator.sequencer_records:,}; encoding checkpoints took {generator.checkpoint_s:.1f} s",
+            flush=True,
+        )
+    if generator.table_checkpoints_written:
+        print(
+            f"  {generator.table_checkpoints_written:,} ledger table checkpoints written; encoding them took "
+            f"{generator.table_checkpoint_s:.1f} s",
             flush=True,
         )
     await _commit_groups(settings, writer.next_offset)
@@ -643,9 +712,25 @@ def _ledger_changelogs(settings: Settings) -> list[str]:
     return [f"{app_id(settings, 'applier')}-{name}-changelog" for name in (NODES_TABLE, PODS_TABLE)]
 
 
-async def _changelog_records(settings: Settings, topics: Sequence[str]) -> tuple[int, int, int]:
-    """The topics' records as a reader from the start sees them now: (written, i.e. the end offsets; held,
-    values and tombstones; tombstones)."""
+async def _checkpointed_from(settings: Settings) -> dict[TopicPartition, int]:
+    """Where the newest table checkpoint of each ledger changelog partition stands (none: not there)."""
+    starts = {}
+    for name in (NODES_TABLE, PODS_TABLE):
+        topic = f"{app_id(settings, 'applier')}-{name}-changelog"
+        for partition in range(settings.partitions):
+            owner = table_owner(name, partition)
+            found = await read_checkpoints(settings, settings.topic("table-checkpoints"), partition, owner)
+            offsets = [m["offset"] for m in map(found.manifest, SLOTS) if m is not None and "offset" in m]
+            if offsets:
+                starts[TopicPartition(topic, partition)] = max(offsets)
+    return starts
+
+
+async def _changelog_records(
+    settings: Settings, topics: Sequence[str], starts: dict[TopicPartition, int]
+) -> tuple[int, int, int]:
+    """The topics' records as a reader from `starts` (else from the start) sees them now: (written, i.e.
+    the end offsets; held, values and tombstones; tombstones)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers, group_id=None, **client_security(settings)
     )
@@ -656,8 +741,10 @@ async def _changelog_records(settings: Settings, topics: Sequence[str]) -> tuple
         ends = await consumer.end_offsets(partitions)
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
+        for tp, start in starts.items():
+            consumer.seek(tp, start)
         held = tombstones = 0
-        left = {tp for tp in partitions if ends[tp] > 0}
+        left = {tp for tp in partitions if ends[tp] > starts.get(tp, 0)}
         while left:
             for tp, messages in (await consumer.getmany(timeout_ms=500, max_records=50_000)).items():
                 held += len(messages)
@@ -820,8 +907,12 @@ def measure_row(
             spare_takeover, spare_phases = measure_spare(
                 settings, env, logs, (spare_warm, after_spare_kill), expect, timeout
             )
-        # What the applier's recovery is about to read (counted before it starts, so not in its time).
-        ledger_written, ledger_read, ledger_tombstones = asyncio.run(_changelog_records(settings, ledger))
+        # What the applier's recovery is about to read (counted before it starts, so not in its time): the
+        # changelogs after the newest table checkpoints.
+        starts = asyncio.run(_checkpointed_from(settings))
+        ledger_written, ledger_read, ledger_tombstones = asyncio.run(
+            _changelog_records(settings, ledger, starts)
+        )
         spawned = time.monotonic()
         processes.append(start_role("applier", env, logs))
         answered, _ = asyncio.run(_first(settings, "binding-results", NEXT_POD, "applied", timeout))

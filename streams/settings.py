@@ -107,10 +107,12 @@ class Settings(BaseModel):
     checkpoint_every_envelopes: int = Field(default=2_000, ge=0, le=10_000_000)
     """A placement shard writes a checkpoint of its state (docs/checkpoints.md) after this many sequencer
     records since its last one (0: never by count): a worker taking the shard over replays at most about
-    this many records after the newest checkpoint."""
+    this many records after the newest checkpoint. A partition of the applier's tables is checkpointed
+    after this many changelog records too, or after as many as it holds entries if that is more."""
     checkpoint_every_s: float = Field(default=30.0, ge=0.0, le=86_400.0)
     """...or once this many seconds passed since its last one with any record applied since (0: never by
-    time), so a quiet shard's tail stays short too."""
+    time), so a quiet shard's tail stays short too; the same for the applier's table partitions. Both 0:
+    no checkpoints, and recovery reads the sequencer and the changelogs from their start."""
     sequencer_delete_behind_checkpoints: bool = True
     """After each checkpoint, delete the shard's sequencer records older than the older of its two kept
     checkpoints (Kafka's DeleteRecords), so a shard's disk follows its live state, not its history. Off:

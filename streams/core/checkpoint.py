@@ -246,7 +246,7 @@ def read_container(data: bytes, *, header_only: bool = False) -> tuple[dict[str,
     if not data.startswith(MAGIC):
         if data[:1] == b"\x78":  # a zlib stream: version 1's bare compressed JSON
             raise CheckpointError(f"checkpoint format version 1; this worker reads version {VERSION}")
-        raise CheckpointError("not a shard checkpoint")
+        raise CheckpointError("not an eyrie checkpoint")
     unpacker = zlib.decompressobj()
     try:
         if header_only:
@@ -271,7 +271,7 @@ def read_container(data: bytes, *, header_only: bool = False) -> tuple[dict[str,
     except orjson.JSONDecodeError as exc:
         raise CheckpointError(f"corrupt checkpoint (not JSON: {exc})") from None
     if not isinstance(header, dict):
-        raise CheckpointError("not a shard checkpoint")
+        raise CheckpointError("not an eyrie checkpoint")
     if header_only:
         return header, []
     lengths = header.get("blobs")

@@ -16,8 +16,10 @@ naming the file below to re-check.
 - batching.py: `take_batches`, Faust's `Stream.take_events` rewritten to sleep until its first record, on
   the stream's private `_processors`, `_enable_passive` and `_active_agens`.
 - tables.py: `KeyPartitionedTable` (`partition_for_key`, `on_key_set`, `on_key_del`, `_new_store_by_url`:
-  partitioned by key, changelog records sent per batch) and its RocksDB store (`_set`, `_get`,
-  `_contains`, `_del`, on `_db_for_partition` and `_key_index`).
+  partitioned by key, changelog records sent per batch, partitions checkpointed) and its stores, memory and
+  RocksDB (`_set`, `_get`, `_contains`, `_del`, on `_db_for_partition` and `_key_index`; `on_rebalance` and
+  `persisted_offset`, so that Faust's recovery (`Recovery._add`) reads a changelog from a loaded
+  checkpoint's offset on, with `PartitionAssignor.assigned_actives`).
 - worker.py: `EyrieWorker`, Faust's worker with eyrie's logging kept, no spinner, and the stopping signal
   remembered (`_schedule_shutdown`, `on_startup_finished`, `_shutdown_immediately`).
 - clients.py: reads of the aiokafka client behind a consumer (`_thread`, `_consumer`, `_client`).

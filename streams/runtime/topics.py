@@ -59,6 +59,13 @@ TOPICS: tuple[TopicSpec, ...] = (
         compacted=True,
         config={"segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1", "delete.retention.ms": "600000"},
     ),
+    # Internal: checkpoints of the applier's tables, one partition per table partition, two slots each.
+    TopicSpec(
+        "table-checkpoints",
+        "table, partition and slot",
+        compacted=True,
+        config={"segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1", "delete.retention.ms": "600000"},
+    ),
 )
 
 

@@ -30,12 +30,8 @@ from streams.core.shard import Shard
 from streams.demo.processes import start_role
 from streams.demo.workload import NODE_SECONDS_PER_ARRIVAL, generate_gpu_like_log
 from streams.recording.replay import OfflineResult, replay_live, replay_offline
-from streams.runtime.agents.placement import (
-    PAUSE_BEFORE_MANIFEST_ENV,
-    CheckpointRecords,
-    checkpoint_write,
-    slot_key,
-)
+from streams.runtime.agents.placement import PAUSE_BEFORE_MANIFEST_ENV, checkpoint_write
+from streams.runtime.checkpoint_slots import CheckpointRecords, slot_key
 from streams.settings import Settings
 from tests.faults.table import FaultRow, checkpoint_settings, record_row
 from tests.faults.test_faults import (
@@ -154,17 +150,16 @@ def test_the_records_a_worker_writes_for_a_checkpoint_read_back_as_the_shard_in_
     shard = small_shard(5)
     written, size, records = checkpoint_write(shard, 3, 200, slots, limit)
     assert written == slot
-    assert records[-1][0] == slot_key(
-        3, slot
-    )  # the manifest last: it is what makes the slot's new checkpoint
+    # The manifest last: it is what makes the slot's new checkpoint the one read.
+    assert records[-1][0] == slot_key("shard-3", slot)
     assert len(records) - 1 == -(-size // int(limit * 0.9))
-    read = CheckpointRecords(3, dict(records))
+    read = CheckpointRecords("shard-3", dict(records))
     data, offset = read.checkpoint(slot)
     restored, at = decode_checkpoint(data)
     assert (offset, at, len(data)) == (200, 200, size)
     assert set(restored.pods) == set(shard.pods)
     # Parts without their manifest (a write cut short) do not read back as a checkpoint.
-    cut = CheckpointRecords(3, dict(records[:-1]))
+    cut = CheckpointRecords("shard-3", dict(records[:-1]))
     assert cut.manifest(slot) is None
 
 

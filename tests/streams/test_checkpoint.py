@@ -356,7 +356,7 @@ def _version_1(data: bytes) -> bytes:
         ),
         pytest.param(
             lambda data: b"PNG" + data,
-            "not a shard checkpoint",
+            "not an eyrie checkpoint",
             id="Bytes that are not a checkpoint container are refused.",
         ),
         pytest.param(

@@ -14,13 +14,8 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from streams.core.checkpoint import CheckpointError, decode_checkpoint, encode_checkpoint
 from streams.core.sequencer import encode_envelope
 from streams.core.shard import Shard
-from streams.runtime.agents.placement import (
-    READ_WINDOW,
-    _rebuild,
-    checkpoint_records,
-    read_checkpoints,
-    slot_key,
-)
+from streams.runtime.agents.placement import _rebuild, read_shard_checkpoints
+from streams.runtime.checkpoint_slots import READ_WINDOW, checkpoint_records, slot_key
 from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
 from tests.streams.test_checkpoint import RUNS
@@ -63,21 +58,21 @@ def test_a_checkpoint_in_parts_is_read_back_and_a_slot_cut_short_falls_back(kafk
         settings = fresh_settings(kafka_bootstrap)
         await ensure_topics(settings)
         older, newer = encode_checkpoint(shard_after(100), 100), encode_checkpoint(shard_after(200), 200)
-        await produce(settings, "checkpoints", checkpoint_records(0, "a", older, 100, 20_000))
-        await produce(settings, "checkpoints", checkpoint_records(0, "b", newer, 200, 20_000))
-        records = await read_checkpoints(settings, 0)
+        await produce(settings, "checkpoints", checkpoint_records("shard-0", "a", older, 100, 20_000))
+        await produce(settings, "checkpoints", checkpoint_records("shard-0", "b", newer, 200, 20_000))
+        records = await read_shard_checkpoints(settings, 0)
         assert records.checkpoint("a") == (older, 100)
         assert records.checkpoint("b") == (newer, 200)
         assert decode_checkpoint(records.checkpoint("b")[0])[1] == 200
 
         # A crash while writing slot a again: some parts of a newer checkpoint, no new manifest.
         newest = encode_checkpoint(shard_after(300), 300)
-        await produce(settings, "checkpoints", checkpoint_records(0, "a", newest, 300, 20_000)[:2])
-        records = await read_checkpoints(settings, 0)
+        await produce(settings, "checkpoints", checkpoint_records("shard-0", "a", newest, 300, 20_000)[:2])
+        records = await read_shard_checkpoints(settings, 0)
         with pytest.raises(CheckpointError, match="do not match its manifest"):
             records.checkpoint("a")
         assert records.checkpoint("b") == (newer, 200)
-        assert slot_key(0, "a", 1) in records.values
+        assert slot_key("shard-0", "a", 1) in records.values
 
     asyncio.run(scenario())
 
@@ -118,10 +113,10 @@ def test_a_takeover_reads_the_newest_checkpoints_from_the_end_not_every_checkpoi
         for count in range(1, 31):
             slot = "ab"[count % 2]
             data = encode_checkpoint(shard_after(count * 10), count * 10)
-            records = checkpoint_records(0, slot, data, count * 10, len(data) // 3 + 1)
+            records = checkpoint_records("shard-0", slot, data, count * 10, len(data) // 3 + 1)
             await produce(settings, "checkpoints", records)
             written[slot], total = (data, count * 10), total + len(records)
-        read = await read_checkpoints(settings, 0)
+        read = await read_shard_checkpoints(settings, 0)
         assert read.checkpoint("a") == written["a"]
         assert read.checkpoint("b") == written["b"]
         # Two windows from the end (the first holds the newest checkpoint whole, not both).

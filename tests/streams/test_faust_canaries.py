@@ -195,6 +195,61 @@ CANARIES: tuple[tuple[str, str, str], ...] = (
         "cb7e67d5f9efc4bced7b7ab09a55fe717c352daad5b693594e3f7ca52a98787f",
     ),
     (
+        "faust.stores.memory.Store.persisted_offset",
+        "tables.py",
+        "fbba5c654497938828d8672f6424cf21883191422fa369a7172fbe6a5309aabf",
+    ),
+    (
+        "faust.stores.memory.Store.on_recovery_completed",
+        "tables.py",
+        "a00bef343e139602606996e88809e62731a9113691ae678095266a52e0e0b013",
+    ),
+    (
+        "faust.stores.memory.Store.apply_changelog_batch",
+        "tables.py",
+        "71863e3cd727aac2001c4f19a393c637275eab36056c9a2d395ed1c7528e7647",
+    ),
+    (
+        "faust.stores.base.Store.on_rebalance",
+        "tables.py",
+        "a32fbe3c18de4288cda6a45d161fead88e838448760b178083e0cd0bf3c04495",
+    ),
+    (
+        "faust.stores.rocksdb.Store.persisted_offset",
+        "tables.py",
+        "6f2e502fb86043a1cf0adca5c2fffb197579db01b31dbba3b0415aaacc35a2ed",
+    ),
+    (
+        "faust.stores.rocksdb.Store.set_persisted_offset",
+        "tables.py",
+        "b4c811926678346ebb8c40486dbc46d0fbac2bbeaa592384bd955112556acf45",
+    ),
+    (
+        "faust.stores.rocksdb.Store.on_rebalance",
+        "tables.py",
+        "38357aed5b7fc777ec64575a10531f9dc0436ef6f29f5f8a27904a689aa8a991",
+    ),
+    (
+        "faust.Table.on_rebalance",
+        "tables.py",
+        "0812ad692171a8fd8b3757f2868fa50e195ff1ab3284da50a3200c32fae02932",
+    ),
+    (
+        "faust.tables.recovery.Recovery._add",
+        "tables.py",
+        "1584a197b11bf835c0e3c497952413ce5a5f13078fdd88a9dcfd60ea1e125fa6",
+    ),
+    (
+        "faust.tables.recovery.Recovery._seek_offsets",
+        "tables.py",
+        "19598ca63d94d250e49d2dfe48a3c48ecbdf65ee4f1a2871abda51d28b335e55",
+    ),
+    (
+        "faust.assignor.PartitionAssignor.assigned_actives",
+        "tables.py",
+        "cd131e5935099dda148d7e894332cc62fe94493bc99f86f42c4936daf4b6b3b5",
+    ),
+    (
         "faust.Worker._on_sigint",
         "worker.py",
         "327193230c65ea83db83983b7a0a5f983e1658e3f4271a506838d96f507283f1",

@@ -1,5 +1,6 @@
 """A real applier's ledger on a real broker: once their deletion is committed, deleted pods leave the ledger's
-pod table as tombstones in its changelog, and a fresh applier recovers the live pods only."""
+pod table as tombstones in its changelog, and a fresh applier recovers the live pods only: from the table
+checkpoints and the changelog after them, or, with checkpoints off or unreadable, from the whole changelog."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from schemas.events import Binding
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodDeleted
 from schemas.quantity import Resources
-from streams.core.ledger import PODS_TABLE
+from streams.core.ledger import NODES_TABLE, PODS_TABLE
 from streams.demo.processes import start_role, stop_all
 from streams.runtime.agents.common import partition_of
 from streams.runtime.app import app_id
+from streams.runtime.checkpoint_slots import SLOTS, slot_key
+from streams.runtime.table_checkpoints import table_owner
 from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
 from tests.streams.changelogs import read_changelog
@@ -121,17 +124,70 @@ def wait_applied(settings: Settings, uids: set[str]) -> None:
         time.sleep(0.5)
 
 
+def corrupt_checkpoints(settings: Settings) -> list[tuple[str, int, str, bytes]]:
+    """A manifest whose parts do not match it, in every slot of every table partition: the newest value of
+    each, so every checkpoint the applier wrote is unreadable."""
+    manifest = orjson.dumps({"offset": 1, "parts": 1, "sha256": "0" * 64, "bytes": 1})
+    return [
+        ("table-checkpoints", partition, slot_key(table_owner(table, partition), slot).decode(), manifest)
+        for table in (NODES_TABLE, PODS_TABLE)
+        for partition in range(settings.partitions)
+        for slot in SLOTS
+    ]
+
+
+async def dead_letter_errors(settings: Settings) -> list[str]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers, group_id=None)
+    await consumer.start()
+    try:
+        tp = TopicPartition(settings.topic("dead-letters"), 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
+        errors = []
+        while await consumer.position(tp) < end:
+            for message in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
+                errors.append(orjson.loads(message.value)["error"])
+        return errors
+    finally:
+        await consumer.stop()
+
+
 # ---------------------------------------------------------------------------------------------- tests
 
 
+@pytest.mark.parametrize(
+    ("checkpoints", "corrupt", "restored"),
+    [
+        pytest.param(
+            {"EYRIE_CHECKPOINT_EVERY_ENVELOPES": "0", "EYRIE_CHECKPOINT_EVERY_S": "0"},
+            False,
+            False,
+            id="With checkpoints off the fresh applier reads the whole changelog.",
+        ),
+        pytest.param(
+            {"EYRIE_CHECKPOINT_EVERY_ENVELOPES": "5"},
+            False,
+            True,
+            id="With checkpoints every five records the fresh applier loads them and reads the tail after.",
+        ),
+        pytest.param(
+            {"EYRIE_CHECKPOINT_EVERY_ENVELOPES": "5"},
+            True,
+            False,
+            id="With every checkpoint unreadable the fresh applier says so, dead-letters them, reads it all.",
+        ),
+    ],
+)
 def test_deleted_pods_are_tombstoned_and_a_fresh_applier_recovers_only_the_live_ones(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, checkpoints: dict[str, str], corrupt: bool, restored: bool
 ) -> None:
     env = {
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "EYRIE_TOPIC_PREFIX": f"eyrie-test-{uuid.uuid4().hex[:8]}.",
         "EYRIE_PARTITIONS": "2",
         "EYRIE_DELETED_SETTLE_S": "0",  # settled at the first commit that covers the deletion
+        **checkpoints,
     }
     settings = load_settings(env=env)
     asyncio.run(ensure_topics(settings))
@@ -163,6 +219,8 @@ def test_deleted_pods_are_tombstoned_and_a_fresh_applier_recovers_only_the_live_
         stop_all([first])
     assert tombstoned == {d.uid for d in deletions}
     assert {orjson.loads(value)["state"] for value in view.values()} == {"bound"}
+    if corrupt:
+        asyncio.run(send(settings, corrupt_checkpoints(settings)))
 
     second = start_role(
         "applier", {**os.environ, **env, "EYRIE_DATA_DIR": str(tmp_path / "second")}, logs, suffix="-second"
@@ -173,8 +231,13 @@ def test_deleted_pods_are_tombstoned_and_a_fresh_applier_recovers_only_the_live_
         wait_applied(settings, {extra.uid})
     finally:
         stop_all([second])
-    recovered = re.search(
-        r"ledger recovered: (\d+) pods bound, (\d+) entries", (logs / "applier-second.log").read_text()
-    )
+    text = (logs / "applier-second.log").read_text()
+    recovered = re.search(r"ledger recovered: (\d+) pods bound, (\d+) entries", text)
     assert recovered is not None
     assert (int(recovered.group(1)), int(recovered.group(2))) == (len(live), len(live))
+    loaded = re.search(rf"table {PODS_TABLE}: partitions restored from checkpoints .*: (.*)", text)
+    partitions = re.findall(r"(\d+) \(\d+ entries", loaded.group(1)) if loaded else []
+    assert partitions == ([str(p) for p in range(settings.partitions)] if restored else [])
+    errors = [e for e in asyncio.run(dead_letter_errors(settings)) if e.startswith("checkpoint:")]
+    assert len(errors) == (len(corrupt_checkpoints(settings)) if corrupt else 0)
+    assert ("cannot be read" in text) == corrupt

@@ -17,9 +17,9 @@ from aiokafka.structs import OffsetAndMetadata
 from schemas.exceptions import ConfigError
 from streams.core.checkpoint import encode_checkpoint
 from streams.core.sequencer import encode_envelope
-from streams.runtime.agents.placement import checkpoint_records
 from streams.runtime.agents.standby import Standby, followed
 from streams.runtime.app import app_id
+from streams.runtime.checkpoint_slots import checkpoint_records
 from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
 from tests.streams.test_checkpoint import RUNS
@@ -84,7 +84,8 @@ async def follow_then_adopt(settings: Settings, case: Case) -> tuple[int, tuple[
     await produce(settings, "sequencer", [(b"shard-0", encode_envelope(e)) for e in ENVELOPES])
     if case.checkpoint is not None:
         data = encode_checkpoint(shard_after(case.checkpoint), case.checkpoint)
-        await produce(settings, "checkpoints", checkpoint_records(0, "a", data, case.checkpoint, 20_000))
+        records = checkpoint_records("shard-0", "a", data, case.checkpoint, 20_000)
+        await produce(settings, "checkpoints", records)
     if case.deleted_before:
         await delete_before(settings, case.deleted_before)
     await commit(settings, case.committed)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import faust
+import pytest
 from aiokafka.structs import RecordMetadata, TopicPartition
+from faust.types import TP
 
+from streams.core.table_checkpoint import TableCheckpoint
 from streams.runtime.agents.common import bytes_table
 
 PARTITIONS = 4
@@ -68,3 +72,75 @@ def test_a_sent_changelog_record_becomes_the_persisted_offset_of_its_partition(t
     sent.set_result(RecordMetadata(tp.topic, tp.partition, tp, 41, -1, 0, 0))
     table._persist_offset(sent)
     assert table.data.persisted_offset(tp) == 41
+
+
+# ------------------------------------------------------------------------------- checkpoint restores
+
+
+def memory_table(tmp_path: Path) -> Any:
+    app = faust.App(
+        "eyrie-test-tables", store="memory://", datadir=str(tmp_path), broker="kafka://127.0.0.1:1"
+    )
+    return bytes_table(app, "ledger-pods", PARTITIONS).table
+
+
+def keys_of(partition: int, count: int, prefix: str) -> list[bytes]:
+    keys = (f"{prefix}-{i}".encode() for i in range(10_000))
+    return [key for key in keys if zlib.crc32(key) % PARTITIONS == partition][:count]
+
+
+class OneCheckpoint:
+    """A `TableCheckpointer` holding one checkpoint, of partition 2 at offset 50, and noting what it is
+    asked for."""
+
+    every, every_s = 0, 0.0
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[int, int | None]] = []
+        self.entries = {key: b"restored" for key in keys_of(2, 5, "restored")}
+
+    async def load(self, table: str, tp: TP, local_offset: int | None) -> TableCheckpoint | None:
+        self.asked.append((tp.partition, local_offset))
+        return TableCheckpoint(table, 2, 50, 0.0, self.entries) if tp.partition == 2 else None
+
+    async def write(self, *args: Any) -> None:
+        raise AssertionError("not written here")
+
+
+@pytest.mark.parametrize(
+    ("make", "local"),
+    [
+        pytest.param(
+            memory_table, None, id="The memory store loads a checkpoint over a partition it did not own."
+        ),
+        pytest.param(
+            rocksdb_table, 7, id="The RocksDB store loads a newer checkpoint over its own older local state."
+        ),
+    ],
+)
+def test_a_partition_that_becomes_active_is_restored_from_its_checkpoint_and_read_from_its_offset_on(
+    make: Callable[[Path], Any], local: int | None, tmp_path: Path
+) -> None:
+    table = make(tmp_path)
+    store = table.data
+    changelog = table.changelog_topic.get_topic_name()
+    tps = {TP(changelog, partition) for partition in range(PARTITIONS)}
+    kept = {key: b"kept" for partition in (0, 1, 3) for key in keys_of(partition, 3, "kept")}
+    for key, value in {**kept, **{key: b"stale" for key in keys_of(2, 3, "stale")}}.items():
+        store[key] = value
+    if local is not None:
+        for tp in tps:
+            store.set_persisted_offset(tp, local)
+    checkpointer = OneCheckpoint()
+    table.checkpointer = checkpointer
+
+    asyncio.run(store.restore(tps | {TP("another-topic", 2)}))
+
+    assert sorted(checkpointer.asked) == [(partition, local) for partition in range(PARTITIONS)]
+    assert sorted(store.partition_items(2)) == sorted(checkpointer.entries.items())
+    assert {key: store[key] for key in kept} == kept
+    assert store.persisted_offset(TP(changelog, 2)) == 49  # Faust's recovery reads from offset 50 on
+    assert store.persisted_offset(TP(changelog, 0)) == local
+    # Partitions that stay active are not loaded again.
+    asyncio.run(store.restore(tps))
+    assert len(checkpointer.asked) == PARTITIONS

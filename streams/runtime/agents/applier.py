@@ -52,6 +52,7 @@ from streams.runtime.agents.common import (
     send_dead_letter,
     send_envelopes,
 )
+from streams.runtime.table_checkpoints import TableCheckpoints
 from streams.settings import Settings
 
 __all__ = ["RESULTS_LINGER_S", "ApplierAgent", "ForPlacement", "register"]
@@ -122,6 +123,11 @@ def register(app: EyrieApp, topics: Topics) -> None:
     app.on_partitions_assigned.connect(agent.recount_after_recovery)  # type: ignore[arg-type]
     app.agent(topics.bindings, name="applier")(agent.apply_bindings)
     app.agent(topics.node_events, name="applier-nodes")(agent.apply_node_events)
+    if agent.checkpoints is not None:
+        # A partition's checkpoint falls due by time, too, when no batch comes to send it with.
+        app.timer(max(1.0, agent.checkpoints.every_s / 2) if agent.checkpoints.every_s else 5.0)(
+            agent.checkpoint_idle
+        )
 
 
 class ApplierAgent:
@@ -131,7 +137,15 @@ class ApplierAgent:
         partitions = topics.settings.partitions
         self.topics = topics
         self.pods = bytes_table(app, PODS_TABLE, partitions)
-        self.ledger = Ledger(bytes_table(app, NODES_TABLE, partitions), self.pods)
+        nodes = bytes_table(app, NODES_TABLE, partitions)
+        self.ledger = Ledger(nodes, self.pods)
+        self.tables = (nodes.table, self.pods.table)
+        settings = topics.settings
+        self.checkpoints: TableCheckpoints | None = None
+        if settings.checkpoint_every_envelopes or settings.checkpoint_every_s:
+            self.checkpoints = TableCheckpoints(topics)
+            for table in self.tables:
+                table.checkpointer = self.checkpoints
         self.recounted = False
         self.acked_at = -math.inf
         """Every deletion the ledger made before this time is in a batch whose records are acknowledged."""
@@ -148,6 +162,10 @@ class ApplierAgent:
 
     async def note_commit(self) -> None:
         self.committing = self.acked_at
+
+    async def checkpoint_idle(self) -> None:
+        for table in self.tables:
+            await table.send_unsent_changes(idle=True)
 
     async def settle_deleted(self) -> None:
         """After a commit: the deletions it covers, once `deleted_settle_s` old, leave the pod table, their

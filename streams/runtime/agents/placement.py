@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.errors import KafkaError
 from prometheus_client import Histogram
@@ -54,22 +52,23 @@ from streams.runtime.agents.common import (
     send,
     send_dead_letter,
 )
-from streams.runtime.security import client_security, consumer_limits
+from streams.runtime.checkpoint_slots import (
+    SLOTS,
+    CheckpointRecords,
+    checkpoint_records,
+    next_slot,
+    part_limit,
+    read_checkpoints,
+    read_consumer,
+    slot_key,
+)
+from streams.runtime.security import client_security
 from streams.settings import Settings
 
 if TYPE_CHECKING:
     from streams.runtime.agents.standby import Standby
 
-__all__ = [
-    "SLOTS",
-    "CheckpointRecords",
-    "PlacementAgent",
-    "checkpoint_records",
-    "checkpoint_write",
-    "read_checkpoints",
-    "register",
-    "slot_key",
-]
+__all__ = ["PlacementAgent", "checkpoint_write", "read_shard_checkpoints", "register", "shard_owner"]
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +76,6 @@ STALE_SHARE = 0.5
 """`/health` calls a replay session stale once it has gone this share of ``replay_session_timeout_s``
 without a watermark: the replayer resends one every second or so, so by then it is gone or cut off, and
 the operator hears of it before the timeout ends the session."""
-
-SLOTS = ("a", "b")
-"""A shard's two checkpoint slots, written in turn: the older one is the fallback while the newer is
-written, and the sequencer is kept from the older one's offset on."""
-
-_PART_SHARE = 0.9
-"""Of ``max_message_bytes``, what one checkpoint part may take (the rest is the record's own overhead)."""
 
 PAUSE_BEFORE_MANIFEST_ENV = "EYRIE_TEST_CHECKPOINT_PAUSE_S"
 """Tests only: seconds a worker waits between a checkpoint's parts (flushed, with a log line) and its
@@ -121,64 +113,9 @@ class _Owned:
     taken of it."""
 
 
-def slot_key(partition: int, slot: str, part: int | None = None) -> bytes:
-    """The checkpoint topic's keys: a manifest per shard and slot, and the parts it names."""
-    return f"shard-{partition}/{slot}".encode() + (b"" if part is None else f"/part-{part}".encode())
-
-
-@dataclass(slots=True)
-class CheckpointRecords:
-    """The latest value of the keys of one shard's partition of the checkpoints topic that its newest
-    checkpoints need (`read_checkpoints`)."""
-
-    partition: int
-    values: dict[bytes, bytes] = field(default_factory=dict)
-    scanned: int = 0
-    """Records read to find them."""
-
-    def manifest(self, slot: str) -> dict[str, Any] | None:
-        raw = self.values.get(slot_key(self.partition, slot))
-        if raw is None:
-            return None
-        try:
-            manifest = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return {"error": "its manifest is not JSON"}
-        return manifest if isinstance(manifest, dict) else {"error": "its manifest is not an object"}
-
-    def checkpoint(self, slot: str) -> tuple[bytes, int]:
-        """The slot's checkpoint bytes and offset; `CheckpointError` when they cannot be put together."""
-        manifest = self.manifest(slot)
-        if manifest is None:
-            raise CheckpointError("no checkpoint")
-        if "error" in manifest:
-            raise CheckpointError(str(manifest["error"]))
-        parts, digest, offset = manifest.get("parts"), manifest.get("sha256"), manifest.get("offset")
-        if not isinstance(parts, int) or not isinstance(digest, str) or not isinstance(offset, int):
-            raise CheckpointError("its manifest lacks parts, sha256 or offset")
-        chunks = [self.values.get(slot_key(self.partition, slot, i)) for i in range(parts)]
-        data = b"".join(chunk or b"" for chunk in chunks)
-        if any(chunk is None for chunk in chunks) or hashlib.sha256(data).hexdigest() != digest:
-            raise CheckpointError("its parts do not match its manifest (a write cut short, or corrupt)")
-        return data, offset
-
-
-def checkpoint_records(
-    partition: int, slot: str, data: bytes, offset: int, limit: int
-) -> list[tuple[bytes, bytes]]:
-    """(key, value) of a checkpoint in `slot`: its parts of at most `limit` bytes, then the manifest that
-    names them, which is what makes the slot's new checkpoint the one read."""
-    size = max(1, limit)
-    parts = [data[i : i + size] for i in range(0, len(data), size)] or [b""]
-    manifest = {
-        "offset": offset,
-        "parts": len(parts),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "bytes": len(data),
-        "written_at": time.time(),
-    }
-    records = [(slot_key(partition, slot, i), part) for i, part in enumerate(parts)]
-    return [*records, (slot_key(partition, slot), orjson.dumps(manifest))]
+def shard_owner(partition: int) -> str:
+    """The owner name of a shard's checkpoints (`streams.runtime.checkpoint_slots`)."""
+    return f"shard-{partition}"
 
 
 def checkpoint_write(
@@ -189,93 +126,14 @@ def checkpoint_write(
     size in bytes, and its (key, value) records in write order. `CheckpointError` when the shard cannot be
     encoded. Pure, so a generated history (bench.recovery) holds exactly what a live worker writes."""
     data = encode_checkpoint(shard, offset)
-    slot = min(SLOTS, key=lambda name: slots.get(name, -1))
-    limit = int(max_message_bytes * _PART_SHARE)
-    return slot, len(data), checkpoint_records(partition, slot, data, offset, limit)
+    slot = next_slot(slots)
+    records = checkpoint_records(shard_owner(partition), slot, data, offset, part_limit(max_message_bytes))
+    return slot, len(data), records
 
 
-def _consumer(settings: Settings) -> AIOKafkaConsumer:
-    """A consumer for a restore's reads: records that exist, up to an end offset read first."""
-    limits = consumer_limits(settings, 32 * 1024 * 1024, 8 * 1024 * 1024)
-    # Waiting for new records would only delay these reads, and the first fetch after `assign` goes to the
-    # log's end before the seek lands: with the pipeline's fetch wait, every read of a takeover (the
-    # checkpoint, the tail) would wait that long there.
-    limits["fetch_max_wait_ms"] = READ_FETCH_WAIT_MS
-    return AIOKafkaConsumer(
-        bootstrap_servers=settings.bootstrap_servers,
-        group_id=None,
-        enable_auto_commit=False,
-        **limits,
-        **client_security(settings),
-    )
-
-
-READ_FETCH_WAIT_MS = 10
-
-
-READ_WINDOW = 8
-"""Records of the checkpoints partition `read_checkpoints` reads first, from its end; each further window
-back is four times longer."""
-
-
-async def read_checkpoints(settings: Settings, partition: int) -> CheckpointRecords:
-    """The latest value of each key of the shard's checkpoint partition from the newest manifest of each
-    slot and the parts it names, read from the partition's end backwards in growing windows until those
-    are found (or the partition's start is reached). Compaction never touches the active segment, which
-    holds every checkpoint written since it began (one per `checkpoint_every_s` for up to the topic's
-    ``segment.ms``, or a whole generated history): reading all of it would make a takeover's cost grow
-    with the owner's uptime. A key's latest value lies in the window nearest the end that holds the key,
-    so what is found is what reading the whole partition would find."""
-    consumer = _consumer(settings)
-    tp = TopicPartition(settings.topic("checkpoints"), partition)
-    records = CheckpointRecords(partition)
-    latest: dict[bytes, bytes | None] = {}
-    """Key → latest value (None: a tombstone) in the windows read so far."""
-    await consumer.start()
-    try:
-        consumer.assign([tp])
-        first = (await consumer.beginning_offsets([tp]))[tp]
-        upto = (await consumer.end_offsets([tp]))[tp]
-        window = READ_WINDOW
-        while upto > first:
-            start = max(first, upto - window)
-            older: dict[bytes, bytes | None] = {}
-            consumer.seek(tp, start)
-            while await consumer.position(tp) < upto:
-                batches = await consumer.getmany(tp, timeout_ms=1000, max_records=1000)
-                for message in batches.get(tp, []):
-                    if message.offset >= upto:
-                        break
-                    records.scanned += 1
-                    if message.key is not None:
-                        older[message.key] = message.value
-            for key, value in older.items():
-                latest.setdefault(key, value)
-            upto, window = start, window * 4
-            if _complete(partition, latest):
-                break
-    finally:
-        await consumer.stop()
-    records.values = {key: value for key, value in latest.items() if value is not None}
-    return records
-
-
-def _complete(partition: int, latest: dict[bytes, bytes | None]) -> bool:
-    """Whether `latest` holds both slots' manifests and every part each names (a manifest that cannot be
-    read needs nothing more: an older value of its key is superseded)."""
-    for slot in SLOTS:
-        key = slot_key(partition, slot)
-        if key not in latest:
-            return False
-        raw = latest[key]
-        try:
-            manifest = orjson.loads(raw) if raw is not None else None
-        except orjson.JSONDecodeError:
-            continue
-        parts = manifest.get("parts") if isinstance(manifest, dict) else None
-        if isinstance(parts, int) and any(slot_key(partition, slot, i) not in latest for i in range(parts)):
-            return False
-    return True
+async def read_shard_checkpoints(settings: Settings, partition: int) -> CheckpointRecords:
+    """The records of the shard's newest checkpoints (`read_checkpoints`)."""
+    return await read_checkpoints(settings, settings.topic("checkpoints"), partition, shard_owner(partition))
 
 
 async def _rebuild(
@@ -287,7 +145,7 @@ async def _rebuild(
     if until <= start:
         return shard
     started = time.monotonic()
-    consumer = _consumer(settings)
+    consumer = read_consumer(settings)
     tp = TopicPartition(settings.topic("sequencer"), partition)
     breathe = Breather()  # a long tail takes seconds, and the worker's Kafka consumer shares this loop
     await consumer.start()
@@ -392,7 +250,7 @@ class PlacementAgent:
         is newer: the newest readable checkpoint, then the sequencer's records after it. Logs how long each
         phase took (the checkpoint's read, its decode, the replay of the tail), as a takeover costs them."""
         started = time.monotonic()
-        records = await read_checkpoints(self.settings, partition)
+        records = await read_shard_checkpoints(self.settings, partition)
         read_s = time.monotonic() - started
         found: list[tuple[int, str, bytes]] = []
         for slot in SLOTS:
@@ -442,7 +300,12 @@ class PlacementAgent:
     async def unreadable(self, partition: int, slot: str, reason: str) -> None:
         log.error("shard %d: checkpoint %s cannot be read (%s); falling back", partition, slot, reason)
         letter = dead_letter(
-            self.checkpoints, partition, None, slot_key(partition, slot), None, f"checkpoint: {reason}"
+            self.checkpoints,
+            partition,
+            None,
+            slot_key(shard_owner(partition), slot),
+            None,
+            f"checkpoint: {reason}",
         )
         await send_dead_letter(self.topics, letter)
 

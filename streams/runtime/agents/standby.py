@@ -46,8 +46,9 @@ from streams.core.checkpoint import CheckpointError, decode_checkpoint
 from streams.core.sequencer import Envelope, decode_envelopes
 from streams.core.shard import Shard
 from streams.faust_overrides.batching import Breather
-from streams.runtime.agents.placement import SLOTS, _rebuild, read_checkpoints, slot_key
+from streams.runtime.agents.placement import _rebuild, read_shard_checkpoints, shard_owner
 from streams.runtime.app import app_id
+from streams.runtime.checkpoint_slots import SLOTS, slot_key
 from streams.runtime.security import client_security, consumer_limits
 from streams.settings import Settings
 
@@ -324,10 +325,10 @@ class Standby:
         checkpoints = TopicPartition(self.checkpoints, partition)
         sequencer = TopicPartition(self.sequencer, partition)
         try:
-            # Manifests from here on are read by the follower's consumer; read_checkpoints reads up to here
-            # at least.
+            # Manifests from here on are read by the follower's consumer; read_shard_checkpoints reads up to
+            # here at least.
             checkpoints_end = (await consumer.end_offsets([checkpoints]))[checkpoints]
-            records = await read_checkpoints(settings, partition)
+            records = await read_shard_checkpoints(settings, partition)
         except KafkaError as exc:
             log.warning("shard %d: the standby cannot read checkpoints: %s", partition, exc)
             return None
@@ -377,7 +378,7 @@ class Standby:
 
 def _manifest_offset(partition: int, key: bytes | None, value: bytes | None) -> int | None:
     """The offset a checkpoint record names if it is one of the shard's manifests."""
-    if value is None or key not in {slot_key(partition, slot) for slot in SLOTS}:
+    if value is None or key not in {slot_key(shard_owner(partition), slot) for slot in SLOTS}:
         return None
     try:
         manifest = orjson.loads(value)

@@ -1,0 +1,186 @@
+"""Checkpoints of the applier's tables on the table-checkpoints topic (`TableCheckpointer` for
+`streams.faust_overrides.tables.KeyPartitionedTable`).
+
+A table partition's checkpoint is written every ``checkpoint_every_envelopes`` changelog records or
+``checkpoint_every_s`` seconds while it changes, in two slots per partition as shard checkpoints are
+(`streams.runtime.checkpoint_slots`). A recovering applier loads the newest it can read and reads the
+changelog only after it. One it cannot read is one log line and a dead letter, and the other slot or the
+whole changelog is read instead. One it can read is still set aside, with one log line, when it is not
+safe: when it stands past the changelog's end (the changelog was recreated), or when records after it are
+older than half of the changelog's tombstone retention (`TOMBSTONE_RETENTION_S`), since a tombstone among
+them may already be gone and its key would come back from the checkpoint. A checkpoint is written at most
+`every_s` after a partition's last change, so that happens only to an applier that stopped right after a
+change and stayed down for minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+from aiokafka import TopicPartition
+from faust.types import TP
+
+from streams.core.checkpoint import CheckpointError
+from streams.core.decoders import dead_letter
+from streams.core.table_checkpoint import TableCheckpoint, decode_table_checkpoint, encode_table_checkpoint
+from streams.faust_overrides.tables import TOMBSTONE_RETENTION_S
+from streams.runtime.agents.common import Topics, send, send_dead_letter
+from streams.runtime.checkpoint_slots import (
+    SLOTS,
+    checkpoint_records,
+    next_slot,
+    part_limit,
+    read_checkpoints,
+    read_consumer,
+    slot_key,
+)
+
+__all__ = ["TableCheckpoints", "table_checkpoint_write", "table_owner"]
+
+log = logging.getLogger(__name__)
+
+TOPIC = "table-checkpoints"
+
+
+def table_owner(table: str, partition: int) -> str:
+    """The owner name of a table partition's checkpoints (`streams.runtime.checkpoint_slots`)."""
+    return f"{table}-{partition}"
+
+
+def table_checkpoint_write(
+    table: str,
+    partition: int,
+    offset: int,
+    taken_at: float,
+    entries: Sequence[tuple[bytes, bytes]],
+    slots: dict[str, int],
+    max_message_bytes: int,
+) -> tuple[str, int, list[tuple[bytes, bytes]]]:
+    """What an applier writes to checkpoint a table partition at changelog offset `offset`, given the
+    readable checkpoints it keeps (`slots`): the slot, the checkpoint's size, and its (key, value) records in
+    write order. Pure, so a generated history (bench.recovery) holds exactly what a live applier writes."""
+    data = encode_table_checkpoint(table, partition, offset, taken_at, entries)
+    slot = next_slot(slots)
+    owner = table_owner(table, partition)
+    return slot, len(data), checkpoint_records(owner, slot, data, offset, part_limit(max_message_bytes))
+
+
+class TableCheckpoints:
+    """The `TableCheckpointer` of an app's tables."""
+
+    def __init__(self, topics: Topics) -> None:
+        settings = topics.settings
+        self.topics = topics
+        self.every = settings.checkpoint_every_envelopes
+        self.every_s = settings.checkpoint_every_s
+        self.slots: dict[str, dict[str, int]] = {}
+        """Owner → slot → offset of the readable checkpoints it holds."""
+
+    async def load(self, table: str, tp: TP, local_offset: int | None) -> TableCheckpoint | None:
+        settings = self.topics.settings
+        owner = table_owner(table, tp.partition)
+        consumer = read_consumer(settings)
+        await consumer.start()
+        try:
+            changelog = TopicPartition(tp.topic, tp.partition)
+            end = (await consumer.end_offsets([changelog]))[changelog]
+            records = await read_checkpoints(settings, settings.topic(TOPIC), tp.partition, owner, consumer)
+        finally:
+            await consumer.stop()
+        found: list[tuple[int, str, bytes]] = []
+        for slot in SLOTS:
+            if records.manifest(slot) is None:
+                continue
+            try:
+                data, offset = records.checkpoint(slot)
+            except CheckpointError as exc:
+                await self.unreadable(owner, tp.partition, slot, exc.reason)
+                continue
+            found.append((offset, slot, data))
+        slots = self.slots[owner] = {slot: offset for offset, slot, _ in found}
+        for offset, slot, data in sorted(found, reverse=True):
+            try:
+                checkpoint = await asyncio.to_thread(decode_table_checkpoint, data)
+                if (checkpoint.table, checkpoint.partition, checkpoint.offset) != (
+                    table,
+                    tp.partition,
+                    offset,
+                ):
+                    raise CheckpointError(
+                        f"it holds {checkpoint.table} partition {checkpoint.partition} at offset "
+                        f"{checkpoint.offset}, its manifest names {table} partition {tp.partition} at "
+                        f"{offset}"
+                    )
+            except CheckpointError as exc:
+                await self.unreadable(owner, tp.partition, slot, exc.reason)
+                del slots[slot]
+                continue
+            unsafe = self.unsafe(checkpoint, end)
+            if unsafe:
+                log.warning(
+                    "table %s partition %d: checkpoint %s set aside: %s", table, tp.partition, slot, unsafe
+                )
+                return None
+            if local_offset is not None and local_offset + 1 >= checkpoint.offset:
+                return None  # the local store is as new
+            return checkpoint
+        return None
+
+    @staticmethod
+    def unsafe(checkpoint: TableCheckpoint, end: int) -> str | None:
+        """Why the checkpoint cannot stand for the changelog partition that ends at `end`, if it cannot."""
+        if checkpoint.offset > end:
+            return f"it stands at offset {checkpoint.offset}, past the changelog's end {end}"
+        age = time.time() - checkpoint.taken_at
+        if checkpoint.offset < end and age > TOMBSTONE_RETENTION_S / 2:
+            return (
+                f"it is {age:.0f} s old and records follow it: a tombstone among them may be gone "
+                f"(delete.retention.ms {TOMBSTONE_RETENTION_S:g} s); reading the whole changelog"
+            )
+        return None
+
+    async def unreadable(self, owner: str, partition: int, slot: str, reason: str) -> None:
+        log.error("table checkpoint %s slot %s cannot be read (%s); falling back", owner, slot, reason)
+        letter = dead_letter(
+            self.topics.settings.topic(TOPIC),
+            partition,
+            None,
+            slot_key(owner, slot),
+            None,
+            f"checkpoint: {reason}",
+        )
+        await send_dead_letter(self.topics, letter)
+
+    async def write(
+        self, table: str, partition: int, offset: int, taken_at: float, entries: Sequence[tuple[bytes, bytes]]
+    ) -> None:
+        started = time.monotonic()
+        settings = self.topics.settings
+        slots = self.slots.setdefault(table_owner(table, partition), {})
+        slot, size, records = await asyncio.to_thread(
+            table_checkpoint_write,
+            table,
+            partition,
+            offset,
+            taken_at,
+            entries,
+            slots,
+            settings.max_message_bytes,
+        )
+        for key, value in records:
+            await send(self.topics, TOPIC, key, value, partition)
+        await self.topics.app.producer.flush()
+        slots[slot] = offset
+        log.info(
+            "table %s partition %d: checkpoint %s at offset %d, %d entries, %d bytes, in %.2f s",
+            table,
+            partition,
+            slot,
+            offset,
+            len(entries),
+            size,
+            time.monotonic() - started,
+        )
