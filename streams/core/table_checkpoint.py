@@ -46,6 +46,9 @@ class TableCheckpoint:
     """The changelog offset recovery resumes at: the entries reflect every record before it."""
     taken_at: float
     entries: dict[bytes, bytes]
+    tail: int = 0
+    """Changelog records applied to `entries` after the checkpoint was decoded (not stored): `offset` then
+    stands after them."""
 
 
 def checkpoint_due(since: int, entries: int, age_s: float, every: int, every_s: float) -> bool:

@@ -284,11 +284,12 @@ class _LoadsCheckpoints:
                 self._restored[tp] = checkpoint.offset - 1
                 table.restored(tp.partition, len(checkpoint.entries))
                 restored.append(
-                    f"{tp.partition} ({len(checkpoint.entries)} entries, offset {checkpoint.offset})"
+                    f"{tp.partition} ({len(checkpoint.entries)} entries, {checkpoint.tail} records of tail, "
+                    f"offset {checkpoint.offset})"
                 )
         if restored:
             log.info(
-                "table %s: partitions restored from checkpoints in %.2f s, the changelog read after them: %s",
+                "table %s: partitions restored from checkpoints and the changelog after them in %.2f s: %s",
                 table.name,
                 time.monotonic() - started,
                 ", ".join(restored),
