@@ -32,13 +32,16 @@ more pod goes in:
   ``sequencer_records``: the records the sequencer still holds (end offset less log start offset).
 - ``ledger_written``, ``ledger_read`` and ``ledger_tombstones``: the records the history wrote to the
   ledger's changelogs, and those they held (values and tombstones) when the fresh applier started, once the
-  broker's cleaner had compacted what it could: what the applier's recovery read.
+  broker's cleaner had compacted what it could, after the newest table checkpoint of each partition (from
+  the start without one): what the applier's recovery read of them.
 
 With checkpoints on (the settings' defaults), the generator takes the sequencer record by record as the
 placement agent does, and when its `after_record` would checkpoint (every ``checkpoint_every_envelopes``
 records, or ``checkpoint_every_s`` of the history's clock) writes the records the agent writes, from the
 agent's own `checkpoint_write`; at the end it deletes the sequencer's records behind the older slot, where
-the agent's deletions after each checkpoint leave it. The baseline of each history is the same history
+the agent's deletions after each checkpoint leave it; and it writes the applier's table checkpoints
+where `KeyPartitionedTable.send_unsent_changes` would (`checkpoint_due`, `table_checkpoint_write`, on the
+wall clock). The baseline of each history is the same history
 with checkpoints off (both triggers 0, for the history and the worker), measured in the same run. The
 last line printed is one JSON object: ``{"histories": [{"pods": N, "checkpoints": bool, ...}, ...]}``.
 

@@ -1,16 +1,17 @@
 """Checkpoints of the applier's tables on the table-checkpoints topic (`TableCheckpointer` for
 `streams.faust_overrides.tables.KeyPartitionedTable`).
 
-A table partition's checkpoint is written every ``checkpoint_every_envelopes`` changelog records or
-``checkpoint_every_s`` seconds while it changes, in two slots per partition as shard checkpoints are
+A table partition's checkpoint is written when due (`streams.core.table_checkpoint.checkpoint_due`: as
+many changelog records as it holds entries, at least ``checkpoint_every_envelopes``, or
+``checkpoint_every_s`` seconds while it changes), in two slots per partition as shard checkpoints are
 (`streams.runtime.checkpoint_slots`). A recovering applier loads the newest it can read and reads the
-changelog only after it. One it cannot read is one log line and a dead letter, and the other slot or the
-whole changelog is read instead. One it can read is still set aside, with one log line, when it is not
-safe: when it stands past the changelog's end (the changelog was recreated), or when records after it are
-older than half of the changelog's tombstone retention (`TOMBSTONE_RETENTION_S`), since a tombstone among
-them may already be gone and its key would come back from the checkpoint. A checkpoint is written at most
-`every_s` after a partition's last change, so that happens only to an applier that stopped right after a
-change and stayed down for minutes.
+changelog records after it, in bulk (`_with_tail`). One it cannot read is one log line and a dead
+letter, and the other slot or the whole changelog is read instead. One it can read is still set aside,
+with one log line, when it is not safe: when it stands past the changelog's end (the changelog was
+recreated), or when records after it are older than half of the changelog's tombstone retention
+(`TOMBSTONE_RETENTION_S`), since a tombstone among them may already be gone and its key would come back
+from the checkpoint. A checkpoint is written at most `every_s` after a partition's last change, so that
+happens only to an applier that stopped right after a change and stayed down for minutes.
 """
 
 from __future__ import annotations

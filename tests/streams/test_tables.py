@@ -1,10 +1,12 @@
-"""The agents' byte tables on the RocksDB store (`streams.runtime.agents.common.bytes_table`).
+"""The agents' byte tables (`streams.runtime.agents.common.bytes_table`) on their stores.
 
 Faust's own RocksDB store files a key under the partition of the event being processed and asserts there is
 one; the applier and the metrics agent write from `take_events` batches, where there is none, so with
 ``store: rocksdb://`` the applier crashed on its first node event. And the tables collect their changelog
-records for the batch to send. No broker is needed: the store is exercised directly, as the agents' writes
-reach it (the records sent are read back in tests/streams/test_pipeline.py)."""
+records for the batch to send, and load a checkpoint into a partition that becomes theirs. No broker is
+needed: the stores are exercised directly, as the agents' writes and a rebalance reach them (the records
+sent are read back in tests/streams/test_pipeline.py, checkpoints end to end in
+tests/streams/test_ledger_recovery_kafka.py)."""
 
 from __future__ import annotations
 
