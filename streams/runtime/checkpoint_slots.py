@@ -94,6 +94,22 @@ class CheckpointRecords:
             raise CheckpointError("its parts do not match its manifest (a write cut short, or corrupt)")
         return data, offset
 
+    def readable(self) -> tuple[list[tuple[int, str, bytes]], dict[str, str]]:
+        """The slots whose checkpoint can be put together, as (offset, slot, bytes), newest first; and the
+        slots with a manifest whose checkpoint cannot, each with the reason."""
+        found: list[tuple[int, str, bytes]] = []
+        unreadable: dict[str, str] = {}
+        for slot in SLOTS:
+            if self.manifest(slot) is None:
+                continue
+            try:
+                data, offset = self.checkpoint(slot)
+            except CheckpointError as exc:
+                unreadable[slot] = exc.reason
+                continue
+            found.append((offset, slot, data))
+        return sorted(found, reverse=True), unreadable
+
 
 def checkpoint_records(
     owner: str, slot: str, data: bytes, offset: int, limit: int

@@ -31,7 +31,6 @@ from streams.core.table_checkpoint import TableCheckpoint, decode_table_checkpoi
 from streams.faust_overrides.tables import TOMBSTONE_RETENTION_S
 from streams.runtime.agents.common import Topics, send, send_dead_letter
 from streams.runtime.checkpoint_slots import (
-    SLOTS,
     CheckpointRecords,
     checkpoint_records,
     next_slot,
@@ -107,18 +106,11 @@ class TableCheckpoints:
         """The newest checkpoint among `records` that can be read, if it can stand for the changelog
         partition that ends at `end`; remembers the readable slots for the next write."""
         owner = table_owner(table, partition)
-        found: list[tuple[int, str, bytes]] = []
-        for slot in SLOTS:
-            if records.manifest(slot) is None:
-                continue
-            try:
-                data, offset = records.checkpoint(slot)
-            except CheckpointError as exc:
-                await self.unreadable(owner, partition, slot, exc.reason)
-                continue
-            found.append((offset, slot, data))
+        found, unreadable = records.readable()
+        for slot, reason in unreadable.items():
+            await self.unreadable(owner, partition, slot, reason)
         slots = self.slots[owner] = {slot: offset for offset, slot, _ in found}
-        for offset, slot, data in sorted(found, reverse=True):
+        for offset, slot, data in found:
             try:
                 checkpoint = await asyncio.to_thread(decode_table_checkpoint, data)
                 if (checkpoint.table, checkpoint.partition, checkpoint.offset) != (table, partition, offset):

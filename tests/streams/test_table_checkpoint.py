@@ -186,3 +186,36 @@ def test_a_partition_is_due_a_checkpoint_by_records_as_many_as_its_entries_or_by
     since: int, entries: int, age_s: float, due: bool
 ) -> None:
     assert checkpoint_due(since, entries, age_s, 2_000, 30.0) is due
+
+
+def slot_records(slot: str, offset: int, manifest_only: bool = False) -> dict[bytes, bytes]:
+    _, _, records = table_checkpoint_write("ledger-pods", 2, offset, 9.0, entries(50), {}, 500)
+    renamed = {key.replace(b"/a", f"/{slot}".encode(), 1): value for key, value in records}
+    return {key: value for key, value in renamed.items() if not manifest_only or key.count(b"/") == 1}
+
+
+@pytest.mark.parametrize(
+    ("values", "readable", "unreadable"),
+    [
+        pytest.param({}, [], [], id="Without a manifest nothing is readable and nothing is reported."),
+        pytest.param(
+            {**slot_records("a", 100), **slot_records("b", 300)},
+            [(300, "b"), (100, "a")],
+            [],
+            id="Both slots read back, the newest first.",
+        ),
+        pytest.param(
+            {**slot_records("a", 100), **slot_records("b", 300, manifest_only=True)},
+            [(100, "a")],
+            ["b"],
+            id="A slot whose parts are missing is reported unreadable, the other still read.",
+        ),
+    ],
+)
+def test_the_readable_slots_come_newest_first_and_the_others_with_their_reason(
+    values: dict[bytes, bytes], readable: list[tuple[int, str]], unreadable: list[str]
+) -> None:
+    found, refused = CheckpointRecords("ledger-pods-2", values).readable()
+    assert [(offset, slot) for offset, slot, _ in found] == readable
+    assert sorted(refused) == unreadable
+    assert all("do not match" in reason for reason in refused.values())

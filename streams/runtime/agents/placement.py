@@ -252,18 +252,11 @@ class PlacementAgent:
         started = time.monotonic()
         records = await read_shard_checkpoints(self.settings, partition)
         read_s = time.monotonic() - started
-        found: list[tuple[int, str, bytes]] = []
-        for slot in SLOTS:
-            if records.manifest(slot) is None:
-                continue
-            try:
-                data, offset = records.checkpoint(slot)
-            except CheckpointError as exc:
-                await self.unreadable(partition, slot, exc.reason)
-                continue
-            found.append((offset, slot, data))
+        found, unreadable = records.readable()
+        for slot, reason in unreadable.items():
+            await self.unreadable(partition, slot, reason)
         slots = {slot: offset for offset, slot, _ in found}
-        for offset, slot, data in sorted(found, reverse=True):
+        for offset, slot, data in found:
             decoding = time.monotonic()
             try:
                 # Off the loop: a large shard's decode takes a second or more, and the group's heartbeats

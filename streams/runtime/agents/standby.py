@@ -334,13 +334,9 @@ class Standby:
             return None
         manifests = [records.manifest(slot) for slot in SLOTS]
         named = [m["offset"] for m in manifests if m is not None and isinstance(m.get("offset"), int)]
-        found: list[tuple[int, bytes]] = []
-        for slot in SLOTS:
-            with contextlib.suppress(CheckpointError):
-                data, offset = records.checkpoint(slot)
-                found.append((offset, data))
+        found, _ = records.readable()  # the owner dead-letters those it cannot read
         follower: Follower | None = None
-        for offset, data in sorted(found, reverse=True):
+        for offset, _slot, data in found:
             try:
                 # Off the loop: a large shard's decode takes seconds, and the worker's heartbeats share it.
                 shard, at = await asyncio.to_thread(decode_checkpoint, data)
