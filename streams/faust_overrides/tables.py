@@ -244,8 +244,9 @@ class KeyPartitionedTable(faust.Table[bytes, bytes]):
 
 class _LoadsCheckpoints:
     """A store that, when a changelog partition becomes its table's active one here, loads the partition's
-    newest checkpoint (`TableCheckpointer.load`) and reports the checkpoint's offset as its persisted one,
-    so that Faust's recovery reads the changelog from there on instead of from the start."""
+    newest checkpoint with the changelog records after it (`TableCheckpointer.load`) and reports the offset
+    they reach as its persisted one, so that Faust's recovery reads the changelog from there on (nothing,
+    as a rule) instead of from the start."""
 
     table: Any
     app: Any

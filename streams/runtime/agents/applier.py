@@ -123,11 +123,9 @@ def register(app: EyrieApp, topics: Topics) -> None:
     app.on_partitions_assigned.connect(agent.recount_after_recovery)  # type: ignore[arg-type]
     app.agent(topics.bindings, name="applier")(agent.apply_bindings)
     app.agent(topics.node_events, name="applier-nodes")(agent.apply_node_events)
-    if agent.checkpoints is not None:
+    if agent.checkpoints is not None and agent.checkpoints.every_s:
         # A partition's checkpoint falls due by time, too, when no batch comes to send it with.
-        app.timer(max(1.0, agent.checkpoints.every_s / 2) if agent.checkpoints.every_s else 5.0)(
-            agent.checkpoint_idle
-        )
+        app.timer(max(1.0, agent.checkpoints.every_s / 2))(agent.checkpoint_idle)
 
 
 class ApplierAgent:
