@@ -2,7 +2,8 @@
 `eyrie applier`), fed by `eyrie replay` and the client, read through `eyrie decisions`' join.
 
 One pipeline (topic prefix) per module serves the end-to-end, determinism, gang, dead-letter and profile
-tests; the crash test gets its own, since it kills processes.
+tests; the crash test gets its own, since it kills processes, and so does the test of an applier started
+after placement.
 """
 
 from __future__ import annotations
@@ -87,7 +88,12 @@ async def placement_committed(settings: Settings) -> int:
         await consumer.stop()
 
 
-def start_pipeline(bootstrap: str, workdir: Path, web_ports: dict[str, int] | None = None) -> Pipeline:
+def start_pipeline(
+    bootstrap: str,
+    workdir: Path,
+    web_ports: dict[str, int] | None = None,
+    roles: tuple[str, ...] = ("worker", "applier"),
+) -> Pipeline:
     prefix = f"t{uuid.uuid4().hex[:8]}."
     env = {
         **os.environ,
@@ -100,7 +106,7 @@ def start_pipeline(bootstrap: str, workdir: Path, web_ports: dict[str, int] | No
     settings = load_settings(env=env)
     pipeline = Pipeline(settings, env, workdir)
     asyncio.run(_ensure(settings))
-    for role in ("worker", "applier"):
+    for role in roles:
         port = (web_ports or {}).get(role)
         pipeline.start(role, *(["--web-port", str(port)] if port else []))
     return pipeline
@@ -478,6 +484,48 @@ def test_a_worker_killed_mid_replay_loses_no_pod_and_binds_none_twice(
         assert "replayed sequencer records" in logs or "restored from checkpoint" in logs
     finally:
         crashing.stop()
+
+
+def test_an_applier_started_after_placement_bound_pods_refuses_none_for_a_node_it_has_yet_to_read(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    # The pods fit only the last of many nodes. Placement has bound them when the applier starts, so its
+    # bindings agent takes them while its node-events agent is still far from that node, and only a read
+    # of node-events ahead of that agent (`streams.runtime.node_feed`) knows the node.
+    fillers, pods = 20_000, 20
+    late = start_pipeline(kafka_bootstrap, tmp_path, roles=("worker",))
+    try:
+
+        async def publish() -> None:
+            async with EyrieClient(late.settings) as client:
+                for i in range(fillers):
+                    spec = NodeSpec(name=f"filler-{i:05d}", capacity={"cpu": "100m", "memory": "1Gi"})
+                    await client.publish_node_event(NodeEvent(type="upsert", node=spec))
+                room = NodeSpec(name="roomy", capacity={"cpu": "64", "memory": "256Gi", "pods": 110})
+                await client.publish_node_event(NodeEvent(type="upsert", node=room))
+                for i in range(pods):
+                    await client.publish_pod(
+                        PodRequest.model_validate(
+                            {
+                                "uid": f"late-{i}",
+                                "name": f"late-{i}",
+                                "containers": [{"requests": {"cpu": "1"}}],
+                            }
+                        )
+                    )
+
+        asyncio.run(publish())
+        uids = {f"late-{i}" for i in range(pods)}
+        deadline = time.monotonic() + 120
+        while {b.uid for b in asyncio.run(read_all(late.settings))[0]} < uids and time.monotonic() < deadline:
+            time.sleep(0.5)
+        late.start("applier")
+        latest = wait_for(late.settings, uids)
+        _, results, _ = asyncio.run(read_all(late.settings))
+    finally:
+        late.stop()
+    assert not [r.uid for r in results if "node not found" in r.reasons]
+    assert {uid: (d.status, d.node) for uid, d in latest.items()} == dict.fromkeys(uids, ("applied", "roomy"))
 
 
 def test_a_recorded_log_holds_every_replayed_event_once_and_replays_offline(

@@ -15,7 +15,8 @@ pod's entry leaves the tables once the consumer has committed its deletion and `
 every pod deleted within `deleted_retention_s`, which the ledger then remembers in memory only. Invalid pod
 requests and node events are not dead-lettered here: the workers' forwarders already did that for the same
 records. Deletions come from placement, as releases on the bindings topic, so they can never overtake the
-binding they undo.
+binding they undo. Node events come on the applier's own agent, which a binding can overtake: before it
+answers a conflict, the applier reads node-events to its end itself (`streams.runtime.node_feed`).
 
 With ``apply_target: kubernetes`` a binding the ledger commits is then bound through the API server
 (`streams.kube.binder`), whose answer is the result (a refusal undoes the booking), and placement's
@@ -30,6 +31,8 @@ import math
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from aiokafka.errors import KafkaError
 
 from schemas.codec import encode
 from schemas.events import Binding, BindingResult
@@ -52,6 +55,7 @@ from streams.runtime.agents.common import (
     send_dead_letter,
     send_envelopes,
 )
+from streams.runtime.node_feed import NodeFeed
 from streams.runtime.table_checkpoints import TableCheckpoints
 from streams.settings import Settings
 
@@ -151,9 +155,15 @@ class ApplierAgent:
         """`acked_at` when the consumer began its latest commit."""
         self.for_placement = ForPlacement(topics)
         self.binder = _binder(topics.settings)
+        self.nodes = NodeFeed(
+            settings, app.conf.id, lambda event: self.ledger.apply_node_event(event, time.time())
+        )
+        self.nodes_level = False
+        """Whether the ledger has read node-events to its end since this batch of bindings was read."""
 
     async def recount_after_recovery(self, sender: Any, *args: Any, signal: Any, **_: Any) -> None:
         self.recounted = False  # tables of newly assigned partitions are recovered before the agent resumes
+        self.nodes.assigned()
 
     def batch_acked(self) -> None:
         self.acked_at = time.time()
@@ -187,6 +197,7 @@ class ApplierAgent:
                 log.info("ledger recovered: %d pods bound, %d entries", bound, len(self.pods))
                 self.recounted = True
             answered: list[Envelope] = []
+            self.nodes_level = False
             for event in events:
                 await breathe()
                 envelope = await self.apply(event.message)
@@ -212,6 +223,11 @@ class ApplierAgent:
             return None
         binding: Binding = decoded.value
         result = ledger.apply(binding, time.time())
+        if result.status == "conflict" and not self.nodes_level:
+            # Placement may have decided on a node event this applier's node-events agent has yet to take.
+            self.nodes_level = True
+            if await self.catch_up_nodes():
+                result = ledger.apply(binding, time.time())
         if self.binder is not None:  # booked first: a crash before the POST is answered by its replay
             result = await self.binder.answer(binding, result, ledger)
         (observe.by_status.get(result.status) or observe.results.labels(result.status)).inc()
@@ -233,12 +249,32 @@ class ApplierAgent:
             # killed before then reads these verdicts again rather than leaving their pods unexplained.
             await self.binder.written(told)
 
+    async def catch_up_nodes(self) -> int:
+        """Bring the ledger level with node-events (`NodeFeed.catch_up`); returns the node events it took."""
+        topic = self.topics.settings.topic("node-events")
+        owned = [tp.partition for tp in self.topics.app.consumer.assignment() if tp.topic == topic]
+        try:
+            taken = await self.nodes.catch_up(owned)
+        except KafkaError as exc:  # answered as the ledger stands; placement queues the pod again
+            log.warning("node-events not read ahead of a conflict: %s", exc)
+            return 0
+        if taken:
+            log.info(
+                "node-events read ahead of the node-events agent before a conflict: %d node events", taken
+            )
+        return taken
+
+    def take_node_event(self, event: NodeEvent) -> None:
+        self.ledger.apply_node_event(event, time.time())
+
     async def apply_node_events(self, stream: Any) -> None:
         async for events in take_batches(stream, BATCH, batch_window_s(self.topics.settings)):
             for event in events:
+                if not self.nodes.take(event.message.partition, event.message.offset):
+                    continue  # taken ahead of this agent (`catch_up_nodes`)
                 decoded = decode_message(self.topics, event.message)
                 if isinstance(decoded.value, NodeEvent):
-                    self.ledger.apply_node_event(decoded.value, time.time())
+                    self.take_node_event(decoded.value)
 
 
 def _binder(settings: Settings) -> Binder | None:

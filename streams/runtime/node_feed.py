@@ -1,0 +1,117 @@
+"""The applier's view of node-events: which records its ledger has taken, and the read that brings the
+ledger level with the topic before it answers a conflict.
+
+Placement learns of a node from its sequencer, the applier from its own node-events agent, and nothing
+orders that agent against the one reading bindings: a binding can come before the event of the node it
+names (at a start, when both topics wait to be read, or while the node-events agent's batch is still
+filling). Answered at once, it is a conflict no offline replay has, and the pod goes elsewhere. The node
+event a binding was decided on was on node-events before placement read it, so before the binding was
+written, so before end offsets asked for after the binding was read: reading node-events up to those
+offsets gives the ledger every node the binding could name.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from schemas.node import NodeEvent
+from streams.core.decoders import decode_record
+from streams.runtime.checkpoint_slots import read_consumer
+from streams.runtime.security import client_security
+from streams.settings import Settings
+
+__all__ = ["NodeFeed"]
+
+log = logging.getLogger(__name__)
+
+
+class NodeFeed:
+    """Per node-events partition, the offset after the last record the ledger took since the partition was
+    assigned here, whether the node-events agent took it (`take`) or a read ahead of it (`catch_up`)."""
+
+    def __init__(self, settings: Settings, group: str, apply: Callable[[NodeEvent], None]) -> None:
+        self._settings = settings
+        self._group = group
+        self._apply = apply
+        self._next: dict[int, int] = {}
+
+    def assigned(self) -> None:
+        """A rebalance: the agent starts again from the committed offsets."""
+        self._next.clear()
+
+    def take(self, partition: int, offset: int) -> bool:
+        """Whether the agent is to apply this record: False if a catch-up applied it already."""
+        if offset < self._next.get(partition, 0):
+            return False
+        self._next[partition] = offset + 1
+        return True
+
+    async def catch_up(self, partitions: Sequence[int]) -> int:
+        """Apply, in order, every record of the given node-events partitions written before this call that the
+        ledger has not taken (from the agent's next offset, or the group's committed one when the agent has
+        taken none since the assignment); returns how many node events that applied."""
+        settings = self._settings
+        topic = settings.topic("node-events")
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not tps:
+            return 0
+        consumer = read_consumer(settings)
+        await consumer.start()
+        try:
+            ends = await consumer.end_offsets(tps)
+            starts: dict[TopicPartition, int | None] = {
+                tp: self._next[tp.partition] for tp in tps if tp.partition in self._next
+            }
+            unknown = [tp for tp in tps if tp not in starts]
+            if unknown:
+                starts.update(await self._committed(unknown))
+            behind = [tp for tp in tps if (starts[tp] or 0) < ends[tp]]
+            if not behind:
+                return 0
+            consumer.assign(behind)
+            for tp in behind:
+                start = starts[tp]
+                if start is None:
+                    await consumer.seek_to_beginning(tp)
+                else:
+                    consumer.seek(tp, start)
+            records = []
+            for tp in behind:
+                while await consumer.position(tp) < ends[tp]:
+                    fetched = await consumer.getmany(tp, timeout_ms=1000, max_records=10_000)
+                    records += [r for r in fetched.get(tp, []) if r.offset < ends[tp]]
+        finally:
+            await consumer.stop()
+        applied = 0
+        for record in records:
+            if not self.take(record.partition, record.offset):
+                continue  # the agent took it while this read
+            decoded = decode_record(
+                "node-events", record.partition, record.offset, record.key, record.value, full_topic=topic
+            )
+            # A record that does not decode is dead-lettered by the workers' forwarder, as the agent has it.
+            if isinstance(decoded.value, NodeEvent):
+                self._apply(decoded.value)
+                applied += 1
+        for tp in behind:
+            self._next[tp.partition] = max(self._next.get(tp.partition, 0), ends[tp])
+        return applied
+
+    async def _committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=self._settings.bootstrap_servers, **client_security(self._settings)
+        )
+        await admin.start()
+        try:
+            offsets = await admin.list_consumer_group_offsets(self._group, partitions=tps)
+        finally:
+            await admin.close()
+        committed: dict[TopicPartition, int | None] = {}
+        for tp in tps:
+            found = offsets.get(tp)
+            committed[tp] = found.offset if found is not None and found.offset >= 0 else None
+        return committed
