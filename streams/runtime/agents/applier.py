@@ -226,8 +226,9 @@ class ApplierAgent:
         if result.status == "conflict" and not self.nodes_level:
             # Placement may have decided on a node event this applier's node-events agent has yet to take.
             self.nodes_level = True
-            if await self.catch_up_nodes():
-                result = ledger.apply(binding, time.time())
+            await self.catch_up_nodes()
+            # Again even if the read took nothing: the agent may have taken the node while it read.
+            result = ledger.apply(binding, time.time())
         if self.binder is not None:  # booked first: a crash before the POST is answered by its replay
             result = await self.binder.answer(binding, result, ledger)
         (observe.by_status.get(result.status) or observe.results.labels(result.status)).inc()
@@ -249,20 +250,19 @@ class ApplierAgent:
             # killed before then reads these verdicts again rather than leaving their pods unexplained.
             await self.binder.written(told)
 
-    async def catch_up_nodes(self) -> int:
-        """Bring the ledger level with node-events (`NodeFeed.catch_up`); returns the node events it took."""
+    async def catch_up_nodes(self) -> None:
+        """Bring the ledger level with node-events (`NodeFeed.catch_up`)."""
         topic = self.topics.settings.topic("node-events")
         owned = [tp.partition for tp in self.topics.app.consumer.assignment() if tp.topic == topic]
         try:
             taken = await self.nodes.catch_up(owned)
         except KafkaError as exc:  # answered as the ledger stands; placement queues the pod again
             log.warning("node-events not read ahead of a conflict: %s", exc)
-            return 0
+            return
         if taken:
             log.info(
                 "node-events read ahead of the node-events agent before a conflict: %d node events", taken
             )
-        return taken
 
     def take_node_event(self, event: NodeEvent) -> None:
         self.ledger.apply_node_event(event, time.time())
