@@ -12,11 +12,12 @@ offsets gives the ledger every node the binding could name.
 
 from __future__ import annotations
 
-import logging
+import time
 from collections.abc import Callable, Sequence
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaTimeoutError
 
 from schemas.node import NodeEvent
 from streams.core.decoders import decode_record
@@ -24,9 +25,10 @@ from streams.runtime.checkpoint_slots import read_consumer
 from streams.runtime.security import client_security
 from streams.settings import Settings
 
-__all__ = ["NodeFeed"]
+__all__ = ["READ_TIMEOUT_S", "NodeFeed"]
 
-log = logging.getLogger(__name__)
+READ_TIMEOUT_S = 30.0
+"""The longest a catch-up reads: past it, the binding is answered as the ledger stands (a conflict)."""
 
 
 class NodeFeed:
@@ -80,8 +82,11 @@ class NodeFeed:
                 else:
                     consumer.seek(tp, start)
             records = []
+            deadline = time.monotonic() + READ_TIMEOUT_S
             for tp in behind:
                 while await consumer.position(tp) < ends[tp]:
+                    if time.monotonic() > deadline:
+                        raise KafkaTimeoutError(f"{tp.topic}/{tp.partition} not read to {ends[tp]} in time")
                     fetched = await consumer.getmany(tp, timeout_ms=1000, max_records=10_000)
                     records += [r for r in fetched.get(tp, []) if r.offset < ends[tp]]
         finally:

@@ -155,9 +155,7 @@ class ApplierAgent:
         """`acked_at` when the consumer began its latest commit."""
         self.for_placement = ForPlacement(topics)
         self.binder = _binder(topics.settings)
-        self.nodes = NodeFeed(
-            settings, app.conf.id, lambda event: self.ledger.apply_node_event(event, time.time())
-        )
+        self.nodes = NodeFeed(settings, app.conf.id, self.take_node_event)
         self.nodes_level = False
         """Whether the ledger has read node-events to its end since this batch of bindings was read."""
 
