@@ -13,9 +13,9 @@ offsets gives the ledger every node the binding could name.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 
-from aiokafka import TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaTimeoutError
 
@@ -52,45 +52,19 @@ class NodeFeed:
         self._next[partition] = offset + 1
         return True
 
-    async def catch_up(self, partitions: Sequence[int]) -> int:
-        """Apply, in order, every record of the given node-events partitions written before this call that the
-        ledger has not taken (from the agent's next offset, or the group's committed one when the agent has
-        taken none since the assignment); returns how many node events that applied."""
+    async def catch_up(self, ends: Mapping[int, int]) -> int:
+        """Apply, in order, the records of node-events before `ends` (per partition owned here, end offsets
+        asked for after the binding in question was read) that the ledger has not taken: from the agent's
+        next offset, or the group's committed one when the agent has taken none since the assignment.
+        Returns how many node events that applied. Reads nothing when the ledger is level."""
         settings = self._settings
         topic = settings.topic("node-events")
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        if not tps:
-            return 0
-        consumer = read_consumer(settings)
-        await consumer.start()
-        try:
-            ends = await consumer.end_offsets(tps)
-            starts: dict[TopicPartition, int | None] = {
-                tp: self._next[tp.partition] for tp in tps if tp.partition in self._next
-            }
-            unknown = [tp for tp in tps if tp not in starts]
-            if unknown:
-                starts.update(await self._committed(unknown))
-            behind = [tp for tp in tps if (starts[tp] or 0) < ends[tp]]
-            if not behind:
-                return 0
-            consumer.assign(behind)
-            for tp in behind:
-                start = starts[tp]
-                if start is None:
-                    await consumer.seek_to_beginning(tp)
-                else:
-                    consumer.seek(tp, start)
-            records = []
-            deadline = time.monotonic() + READ_TIMEOUT_S
-            for tp in behind:
-                while await consumer.position(tp) < ends[tp]:
-                    if time.monotonic() > deadline:
-                        raise KafkaTimeoutError(f"{tp.topic}/{tp.partition} not read to {ends[tp]} in time")
-                    fetched = await consumer.getmany(tp, timeout_ms=1000, max_records=10_000)
-                    records += [r for r in fetched.get(tp, []) if r.offset < ends[tp]]
-        finally:
-            await consumer.stop()
+        starts: dict[int, int | None] = {p: self._next[p] for p in ends if p in self._next}
+        unknown = [p for p in ends if p not in starts]
+        if unknown:
+            starts.update(await self._committed(unknown))
+        behind = sorted(p for p, end in ends.items() if (starts[p] or 0) < end)
+        records = await self._read(topic, {p: starts[p] for p in behind}, ends) if behind else []
         applied = 0
         for record in records:
             if not self.take(record.partition, record.offset):
@@ -102,11 +76,39 @@ class NodeFeed:
             if isinstance(decoded.value, NodeEvent):
                 self._apply(decoded.value)
                 applied += 1
-        for tp in behind:
-            self._next[tp.partition] = max(self._next.get(tp.partition, 0), ends[tp])
+        for p, end in ends.items():
+            self._next[p] = max(self._next.get(p, 0), end)
         return applied
 
-    async def _committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
+    async def _read(
+        self, topic: str, starts: dict[int, int | None], ends: Mapping[int, int]
+    ) -> list[ConsumerRecord[bytes, bytes]]:
+        consumer = read_consumer(self._settings)
+        await consumer.start()
+        records: list[ConsumerRecord[bytes, bytes]] = []
+        try:
+            tps = {p: TopicPartition(topic, p) for p in starts}
+            consumer.assign(list(tps.values()))
+            for p, tp in tps.items():
+                start = starts[p]
+                if start is None:
+                    await consumer.seek_to_beginning(tp)
+                else:
+                    consumer.seek(tp, start)
+            deadline = time.monotonic() + READ_TIMEOUT_S
+            for p, tp in tps.items():
+                while await consumer.position(tp) < ends[p]:
+                    if time.monotonic() > deadline:
+                        raise KafkaTimeoutError(f"{topic}/{p} not read to {ends[p]} in time")
+                    fetched = await consumer.getmany(tp, timeout_ms=1000, max_records=10_000)
+                    records += [r for r in fetched.get(tp, []) if r.offset < ends[p]]
+        finally:
+            await consumer.stop()
+        return records
+
+    async def _committed(self, partitions: list[int]) -> dict[int, int | None]:
+        topic = self._settings.topic("node-events")
+        tps = [TopicPartition(topic, p) for p in partitions]
         admin = AIOKafkaAdminClient(
             bootstrap_servers=self._settings.bootstrap_servers, **client_security(self._settings)
         )
@@ -115,8 +117,8 @@ class NodeFeed:
             offsets = await admin.list_consumer_group_offsets(self._group, partitions=tps)
         finally:
             await admin.close()
-        committed: dict[TopicPartition, int | None] = {}
+        committed: dict[int, int | None] = {}
         for tp in tps:
             found = offsets.get(tp)
-            committed[tp] = found.offset if found is not None and found.offset >= 0 else None
+            committed[tp.partition] = found.offset if found is not None and found.offset >= 0 else None
         return committed

@@ -14,6 +14,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from schemas.codec import encode
 from schemas.node import NodeEvent, NodeSpec
+from streams.local.services import free_port
 from streams.runtime.node_feed import NodeFeed
 from streams.runtime.topics import ensure_topics
 from streams.settings import Settings, load_settings
@@ -45,6 +46,17 @@ async def write_node_events(settings: Settings, values: list[bytes]) -> None:
             )
     finally:
         await producer.stop()
+
+
+async def ends(settings: Settings) -> dict[int, int]:
+    """The end offsets of node-events, asked for as the applier asks its consumer."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers)
+    await consumer.start()
+    try:
+        tp = TopicPartition(settings.topic("node-events"), 0)
+        return {tp.partition: end for tp, end in (await consumer.end_offsets([tp])).items()}
+    finally:
+        await consumer.stop()
 
 
 async def commit(settings: Settings, group: str, offset: int) -> None:
@@ -128,7 +140,7 @@ def test_a_catch_up_applies_exactly_the_node_events_the_agent_has_not_taken(
         feed = NodeFeed(settings, group, applied.append)
         assert all(feed.take(0, offset) for offset in range(case.taken_by_agent))
 
-        taken = await feed.catch_up([0])
+        taken = await feed.catch_up(await ends(settings))
 
         assert [event.node.name for event in applied] == case.expected
         assert taken == len(case.expected)
@@ -147,12 +159,27 @@ def test_after_a_rebalance_the_catch_up_starts_again_from_the_committed_offset(k
         group = f"{settings.topic_prefix}applier"
         applied: list[NodeEvent] = []
         feed = NodeFeed(settings, group, applied.append)
-        assert await feed.catch_up([0]) == NODES
+        assert await feed.catch_up(await ends(settings)) == NODES
         await commit(settings, group, 4)
 
         feed.assigned()
-        assert await feed.catch_up([0]) == 1
+        assert await feed.catch_up(await ends(settings)) == 1
         assert [event.node.name for event in applied][-1] == "node-4"
-        assert await feed.catch_up([]) == 0
+        assert await feed.catch_up({}) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_ledger_level_with_the_end_offsets_reads_nothing_and_asks_no_broker() -> None:
+    # Nothing listens on the bootstrap address: a catch-up that talked to a broker would fail.
+    settings = load_settings(env={"KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"})
+    applied: list[NodeEvent] = []
+    feed = NodeFeed(settings, "applier", applied.append)
+    assert all(feed.take(0, offset) for offset in range(NODES))
+
+    async def scenario() -> None:
+        assert await feed.catch_up({0: NODES}) == 0
+        assert await feed.catch_up({0: NODES - 2}) == 0
+        assert applied == []
 
     asyncio.run(scenario())

@@ -249,11 +249,13 @@ class ApplierAgent:
             await self.binder.written(told)
 
     async def catch_up_nodes(self) -> None:
-        """Bring the ledger level with node-events (`NodeFeed.catch_up`)."""
+        """Bring the ledger level with node-events (`NodeFeed.catch_up`), to end offsets asked for now."""
+        consumer = self.topics.app.consumer
         topic = self.topics.settings.topic("node-events")
-        owned = [tp.partition for tp in self.topics.app.consumer.assignment() if tp.topic == topic]
+        owned = [tp for tp in consumer.assignment() if tp.topic == topic]
         try:
-            taken = await self.nodes.catch_up(owned)
+            ends = await consumer.highwaters(*owned) if owned else {}
+            taken = await self.nodes.catch_up({tp.partition: end for tp, end in ends.items()})
         except KafkaError as exc:  # answered as the ledger stands; placement queues the pod again
             log.warning("node-events not read ahead of a conflict: %s", exc)
             return
