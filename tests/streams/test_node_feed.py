@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from schemas.codec import encode
@@ -170,7 +171,7 @@ def test_after_a_rebalance_the_catch_up_starts_again_from_the_committed_offset(k
     asyncio.run(scenario())
 
 
-def test_a_ledger_level_with_the_end_offsets_reads_nothing_and_asks_no_broker() -> None:
+def test_a_level_ledger_asks_no_broker_and_one_behind_without_a_broker_gets_a_kafka_error() -> None:
     # Nothing listens on the bootstrap address: a catch-up that talked to a broker would fail.
     settings = load_settings(env={"KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"})
     applied: list[NodeEvent] = []
@@ -181,5 +182,12 @@ def test_a_ledger_level_with_the_end_offsets_reads_nothing_and_asks_no_broker() 
         assert await feed.catch_up({0: NODES}) == 0
         assert await feed.catch_up({0: NODES - 2}) == 0
         assert applied == []
+        # Records it has not taken, and no broker to read them from: a Kafka error, which the applier
+        # logs before answering the binding as the ledger stands.
+        with pytest.raises(KafkaError):
+            await feed.catch_up({0: NODES + 1})
+        feed.assigned()
+        with pytest.raises(KafkaError):
+            await feed.catch_up({0: NODES})
 
     asyncio.run(scenario())

@@ -256,8 +256,9 @@ class ApplierAgent:
         try:
             ends = await consumer.highwaters(*owned) if owned else {}
             taken = await self.nodes.catch_up({tp.partition: end for tp, end in ends.items()})
-        except KafkaError as exc:  # answered as the ledger stands; placement queues the pod again
-            log.warning("node-events not read ahead of a conflict: %s", exc)
+        except (KafkaError, OSError, TimeoutError) as exc:
+            # Answered as the ledger stands, a conflict: placement queues the pod again.
+            log.warning("node-events not read ahead of a conflict: %s", exc or type(exc).__name__)
             return
         if taken:
             log.info(
