@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaTimeoutError
 
 from streams.core.checkpoint import CheckpointError
 from streams.runtime.security import client_security, consumer_limits
@@ -30,6 +31,7 @@ __all__ = [
     "part_limit",
     "read_checkpoints",
     "read_consumer",
+    "read_range",
     "slot_key",
 ]
 
@@ -147,6 +149,31 @@ def read_consumer(settings: Settings) -> AIOKafkaConsumer:
         **limits,
         **client_security(settings),
     )
+
+
+async def read_range(
+    settings: Settings, tp: TopicPartition, start: int | None, end: int, timeout_s: float | None = None
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """The records of `tp` from `start` (the partition's first when None) up to `end`, read in bulk by a
+    `read_consumer` of its own. Past `timeout_s` (if given) it raises `KafkaTimeoutError`."""
+    records: list[ConsumerRecord[bytes, bytes]] = []
+    consumer = read_consumer(settings)
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        if start is None:
+            await consumer.seek_to_beginning(tp)
+        else:
+            consumer.seek(tp, start)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while await consumer.position(tp) < end:
+            if deadline is not None and time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"{tp.topic}/{tp.partition} not read to {end} in {timeout_s:g} s")
+            fetched = await consumer.getmany(tp, timeout_ms=1000, max_records=10_000)
+            records += [record for record in fetched.get(tp, []) if record.offset < end]
+    finally:
+        await consumer.stop()
+    return records
 
 
 async def read_checkpoints(

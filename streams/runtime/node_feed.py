@@ -12,16 +12,14 @@ offsets gives the ledger every node the binding could name.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 
-from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaTimeoutError
 
 from schemas.node import NodeEvent
 from streams.core.decoders import decode_record
-from streams.runtime.checkpoint_slots import read_consumer
+from streams.runtime.checkpoint_slots import read_range
 from streams.runtime.security import client_security
 from streams.settings import Settings
 
@@ -64,7 +62,10 @@ class NodeFeed:
         if unknown:
             starts.update(await self._committed(unknown))
         behind = sorted(p for p, end in ends.items() if (starts[p] or 0) < end)
-        records = await self._read(topic, {p: starts[p] for p in behind}, ends) if behind else []
+        records = []
+        for p in behind:
+            tp = TopicPartition(topic, p)
+            records += await read_range(settings, tp, starts[p], ends[p], READ_TIMEOUT_S)
         applied = 0
         for record in records:
             if not self.take(record.partition, record.offset):
@@ -79,32 +80,6 @@ class NodeFeed:
         for p, end in ends.items():
             self._next[p] = max(self._next.get(p, 0), end)
         return applied
-
-    async def _read(
-        self, topic: str, starts: dict[int, int | None], ends: Mapping[int, int]
-    ) -> list[ConsumerRecord[bytes, bytes]]:
-        consumer = read_consumer(self._settings)
-        await consumer.start()
-        records: list[ConsumerRecord[bytes, bytes]] = []
-        try:
-            tps = {p: TopicPartition(topic, p) for p in starts}
-            consumer.assign(list(tps.values()))
-            for p, tp in tps.items():
-                start = starts[p]
-                if start is None:
-                    await consumer.seek_to_beginning(tp)
-                else:
-                    consumer.seek(tp, start)
-            deadline = time.monotonic() + READ_TIMEOUT_S
-            for p, tp in tps.items():
-                while await consumer.position(tp) < ends[p]:
-                    if time.monotonic() > deadline:
-                        raise KafkaTimeoutError(f"{topic}/{p} not read to {ends[p]} in time")
-                    fetched = await consumer.getmany(tp, timeout_ms=1000, max_records=10_000)
-                    records += [r for r in fetched.get(tp, []) if r.offset < ends[p]]
-        finally:
-            await consumer.stop()
-        return records
 
     async def _committed(self, partitions: list[int]) -> dict[int, int | None]:
         topic = self._settings.topic("node-events")

@@ -37,6 +37,7 @@ from streams.runtime.checkpoint_slots import (
     part_limit,
     read_checkpoints,
     read_consumer,
+    read_range,
     slot_key,
 )
 from streams.settings import Settings
@@ -197,23 +198,12 @@ async def _with_tail(
     the applier that owns it, and that applier is this one, still recovering."""
     entries = checkpoint.entries
     tail = 0
-    consumer = read_consumer(settings)
-    await consumer.start()
-    try:
-        consumer.assign([changelog])
-        consumer.seek(changelog, checkpoint.offset)
-        while await consumer.position(changelog) < end:
-            batches = await consumer.getmany(changelog, timeout_ms=1000, max_records=10_000)
-            for message in batches.get(changelog, []):
-                if message.offset >= end:
-                    break
-                tail += 1
-                if message.key is None:
-                    continue
-                if message.value is None:
-                    entries.pop(message.key, None)
-                else:
-                    entries[message.key] = message.value
-    finally:
-        await consumer.stop()
+    for message in await read_range(settings, changelog, checkpoint.offset, end):
+        tail += 1
+        if message.key is None:
+            continue
+        if message.value is None:
+            entries.pop(message.key, None)
+        else:
+            entries[message.key] = message.value
     return dataclasses.replace(checkpoint, offset=end, tail=tail)
