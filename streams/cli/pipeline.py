@@ -115,8 +115,11 @@ def _run_role(
         _check_kubernetes(settings)
     if web_port is not None:
         _check_port_free(settings.web_host, web_port)
+    # The app first: a worker's app starts warming its placement code on a thread (`placement._warm`),
+    # which then overlaps the topics' check and the group's join.
+    app = create_app(settings, role, web_port=web_port)
     asyncio.run(ensure_topics(settings))  # a Faust agent on a missing topic subscribes to nothing
-    run_app(create_app(settings, role, web_port=web_port))
+    run_app(app)
 
 
 @kafka_options

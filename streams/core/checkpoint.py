@@ -331,7 +331,7 @@ def _converter(annotation: Any) -> _Build | None:
         if inner is None or inner is _plain:
             return inner
         each: _Build = inner
-        return lambda value: [each(v) for v in value]
+        return lambda value: [each(v) for v in value] if value else value  # most lists are empty
     if origin is tuple:
         args = typing.get_args(annotation)
         if len(args) == 2 and args[1] is Ellipsis:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,16 @@ async def handover(trace: list[str], gate: asyncio.Future[str] | None, fail: str
     except asyncio.CancelledError:
         trace.append("cancelled")
         raise
+
+
+def recorded(method: Callable[..., Awaitable[Any]], calls: list[str], what: str) -> Callable[..., Any]:
+    """`method`, noting `what` in `calls` when it is called."""
+
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        calls.append(what)
+        return await method(*args, **kwargs)
+
+    return call
 
 
 # ---------------------------------------------------------------------------------------------- tests
@@ -183,6 +194,9 @@ def test_the_kafka_consumer_runs_on_the_apps_loop_and_stopping_it_leaves_the_app
     async def scenario() -> dict[str, Any]:
         app = worker_app(tmp_path, kafka_bootstrap)
         service = app.consumer._thread
+        for thread in threading.enumerate():
+            if thread.name == "eyrie-warm":  # the app's warm-up of placement (`placement._warm`) ends alone
+                thread.join()
         threads_before = threading.active_count()
         bystander = asyncio.create_task(asyncio.sleep(60))
         await service.start()
@@ -363,3 +377,45 @@ def test_partitions_passed_over_while_holding_are_sought_back_when_the_hold_ends
     for event in events:
         returned = getattr(hold, event)() or set()
     assert returned == sought_back
+
+
+@pytest.mark.kafka
+def test_the_first_offsets_of_uncommitted_partitions_are_asked_for_before_the_seek_lets_the_fetcher_go(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The broker holds a fetch of partitions with nothing new for `fetch_max_wait_ms`, and answers a request
+    sent behind it on the same connection only after it. Asked for after the seek, which gives the fetcher
+    its positions, the first offsets of the partitions with nothing committed waited for such a fetch at
+    every start of a worker (200 ms, measured); they are asked for before it."""
+    quiet, empty = (f"fetching.{name}-{uuid.uuid4().hex[:8]}" for name in ("quiet", "empty"))
+    committed, uncommitted = TopicPartition(quiet, 0), TopicPartition(empty, 0)
+
+    async def scenario() -> dict[str, Any]:
+        await topic_with(kafka_bootstrap, quiet, (b"0", b"1"))
+        await topic_with(kafka_bootstrap, empty, ())
+        app: Any = worker_app(tmp_path, kafka_bootstrap)
+        app.topics.acks_enabled_for = lambda name: name in (quiet, empty)
+        faust_consumer = app.consumer
+        service = faust_consumer._thread
+        await service.start()
+        try:
+            consumer = service._ensure_consumer()
+            calls: list[str] = []
+            for name, what in (("beginning_offsets", "first offsets asked"), ("seek_to_committed", "seek")):
+                setattr(consumer, name, recorded(getattr(consumer, name), calls, what))
+            consumer.assign([committed, uncommitted])
+            await consumer.commit({committed: 2})
+            await faust_consumer.perform_seek()
+            return {
+                "calls": calls,
+                "position": await consumer.position(uncommitted),
+                "read_offset": faust_consumer._read_offset.get(uncommitted),
+            }
+        finally:
+            await service.stop()
+
+    assert asyncio.run(scenario()) == {
+        "calls": ["first offsets asked", "seek"],
+        "position": 0,
+        "read_offset": 0,
+    }
