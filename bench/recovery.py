@@ -450,10 +450,12 @@ def _bulk_producer(settings: Settings) -> AIOKafkaProducer:
 async def generate(settings: Settings, history: History, next_pods: Sequence[PodRequest]) -> list[str | None]:
     """Write `history` to the broker (see the module docstring); returns the nodes the shard it leaves
     would bind `next_pods` to, sent one after another, which a worker that rebuilt it must choose too."""
-    applier = app_id(settings, "applier")
+    # Every table's changelog, the worker's (empty here: the history has no metrics) with the applier's, as
+    # the workers and appliers that wrote the history would have left them: a takeover creates no topic.
+    names = [*_ledger_changelogs(settings), *_metrics_changelogs(settings).values()]
     changelogs = [
         NewTopic(
-            f"{applier}-{name}-changelog",
+            name,
             settings.partitions,
             1,
             topic_configs={
@@ -462,7 +464,7 @@ async def generate(settings: Settings, history: History, next_pods: Sequence[Pod
                 **CHANGELOG_CONFIG,  # as Faust creates them (`streams.faust_overrides.tables`)
             },
         )
-        for name in (NODES_TABLE, PODS_TABLE)
+        for name in names
     ]
     await ensure_topics(settings, changelogs)
     producer = _bulk_producer(settings)
@@ -682,11 +684,11 @@ def _stamped(log: str, pattern: re.Pattern[str]) -> tuple[float, re.Match[str]] 
 def takeover_phases(log: str, spawned: float, bound: float) -> dict[str, float]:
     """A fresh worker's takeover in phases, from its log's wall-clock stamps, its spawn and the binding's
     arrival (both wall clock), in seconds: ``start`` (the interpreter, imports, settings, up to the app
-    built), ``join`` (Faust's start, the group's join and assignment, up to its "ready" line), ``wait``
-    (until the first sequencer record reaches the placement agent, which starts the restore), ``read``,
-    ``decode`` and ``replay`` (the restore: the checkpoint's records, their decode, the sequencer's tail),
-    and ``place`` (from the restored shard to the binding on its topic). Phases the log does not show are
-    left out."""
+    built), ``join`` (the topics' check, Faust's start, the group's join and assignment, up to its "ready"
+    line), ``wait`` (until the first sequencer record reaches the placement agent, which starts the
+    restore), ``read``, ``decode`` and ``replay`` (the restore: the checkpoint's records, their decode, the
+    sequencer's tail), and ``place`` (from the restored shard to the binding on its topic). Phases the log
+    does not show are left out."""
     phases: dict[str, float] = {}
     ready = _stamped(log, _READY)
     restore_start = restore_end = None
