@@ -237,14 +237,17 @@ class _Consumer(AIOKafkaConsumer):
         self._hold.seeking()
         consumer = self._thread._consumer
         acks_enabled_for = self.app.topics.acks_enabled_for
-        # The first offsets are asked for before the seek, which gives the fetcher positions to fetch from: a
-        # request behind a fetch of quiet partitions waits for the broker to answer that fetch
-        # (`fetch_max_wait_ms`), and every start of a worker paid it (200 ms measured).
+        # The first offsets of the partitions with nothing committed are asked for before the seek, which
+        # gives the fetcher positions to fetch from: a request behind a fetch of quiet partitions waits for
+        # the broker to answer that fetch (`fetch_max_wait_ms`), and every start of a worker paid it (200 ms
+        # measured). Which partitions those are is asked of the group's coordinator, whose connection
+        # carries no fetch.
         starts: dict[Any, int] = {}
         if consumer is not None:
             streams = [tp for tp in consumer.assignment() if acks_enabled_for(tp.topic)]
-            if streams:
-                starts = dict(await consumer.beginning_offsets(streams))
+            commits = await asyncio.gather(*(consumer.committed(tp) for tp in streams))
+            if unknown := [tp for tp, offset in zip(streams, commits, strict=True) if not offset]:
+                starts = dict(await consumer.beginning_offsets(unknown))
         await super().perform_seek()
         self._sought.update(self._read_offset)
         self._reread_from.clear()
