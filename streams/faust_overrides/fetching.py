@@ -235,33 +235,21 @@ class _Consumer(AIOKafkaConsumer):
 
     async def perform_seek(self) -> None:
         self._hold.seeking()
-        consumer = self._thread._consumer
-        acks_enabled_for = self.app.topics.acks_enabled_for
-        # The first offsets of the partitions with nothing committed are asked for before the seek, which
-        # gives the fetcher positions to fetch from: a request behind a fetch of quiet partitions waits for
-        # the broker to answer that fetch (`fetch_max_wait_ms`), and every start of a worker paid it (200 ms
-        # measured). Which partitions those are is asked of the group's coordinator, whose connection
-        # carries no fetch.
-        starts: dict[Any, int] = {}
-        if consumer is not None:
-            streams = [tp for tp in consumer.assignment() if acks_enabled_for(tp.topic)]
-            commits = await asyncio.gather(*(consumer.committed(tp) for tp in streams))
-            if unknown := [tp for tp, offset in zip(streams, commits, strict=True) if not offset]:
-                starts = dict(await consumer.beginning_offsets(unknown))
         await super().perform_seek()
         self._sought.update(self._read_offset)
         self._reread_from.clear()
+        consumer = self._thread._consumer
         if consumer is not None:
+            acks_enabled_for = self.app.topics.acks_enabled_for
             uncommitted = [
                 tp
                 for tp in consumer.assignment()
                 if not self._read_offset.get(tp) and acks_enabled_for(tp.topic)
             ]
-            if missing := [tp for tp in uncommitted if tp not in starts]:
-                starts |= await consumer.beginning_offsets(missing)  # assigned during the seek
-            for tp in uncommitted:
-                consumer.seek(tp, starts[tp])
-                self._read_offset[tp] = starts[tp]  # Faust's own seek keeps 0 as None: "unknown"
+            if uncommitted:
+                for tp, start in (await consumer.beginning_offsets(uncommitted)).items():
+                    consumer.seek(tp, start)
+                    self._read_offset[tp] = start  # Faust's own seek keeps 0 as None: "unknown"
         self._hold.sought()
 
     def resume_flow(self) -> None:

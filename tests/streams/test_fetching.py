@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +50,6 @@ async def handover(trace: list[str], gate: asyncio.Future[str] | None, fail: str
     except asyncio.CancelledError:
         trace.append("cancelled")
         raise
-
-
-def recorded(method: Callable[..., Awaitable[Any]], calls: list[str], what: str) -> Callable[..., Any]:
-    """`method`, noting `what` in `calls` when it is called."""
-
-    async def call(*args: Any, **kwargs: Any) -> Any:
-        calls.append(what)
-        return await method(*args, **kwargs)
-
-    return call
 
 
 # ---------------------------------------------------------------------------------------------- tests
@@ -377,61 +366,3 @@ def test_partitions_passed_over_while_holding_are_sought_back_when_the_hold_ends
     for event in events:
         returned = getattr(hold, event)() or set()
     assert returned == sought_back
-
-
-@pytest.mark.kafka
-@pytest.mark.parametrize(
-    ("case", "commits", "expected"),
-    [
-        (
-            "the first offset of a partition with nothing committed is asked for before the seek",
-            {"first": 2},
-            {"calls": ["first offsets asked", "seek"], "position": 0, "read_offset": 0},
-        ),
-        (
-            "a commit of offset 0 is nothing committed, as Faust and aiokafka take it",
-            {"first": 2, "second": 0},
-            {"calls": ["first offsets asked", "seek"], "position": 0, "read_offset": 0},
-        ),
-        (
-            "with every partition committed, no first offset is asked for",
-            {"first": 2, "second": 1},
-            {"calls": ["seek"], "position": 1, "read_offset": 1},
-        ),
-    ],
-)
-def test_the_first_offsets_of_uncommitted_partitions_are_asked_for_before_the_seek_lets_the_fetcher_go(
-    case: str, commits: dict[str, int], expected: dict[str, Any], kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    """The broker holds a fetch of partitions with nothing new for `fetch_max_wait_ms`, and answers a request
-    sent behind it on the same connection only after it. Asked for after the seek, which gives the fetcher
-    its positions, the first offsets of the partitions with nothing committed waited for such a fetch at
-    every start of a worker (200 ms, measured); they are asked for before it."""
-    names = {name: f"fetching.{name}-{uuid.uuid4().hex[:8]}" for name in ("first", "second")}
-    first, second = TopicPartition(names["first"], 0), TopicPartition(names["second"], 0)
-
-    async def scenario() -> dict[str, Any]:
-        for topic in names.values():
-            await topic_with(kafka_bootstrap, topic, (b"0", b"1"))
-        app: Any = worker_app(tmp_path, kafka_bootstrap)
-        app.topics.acks_enabled_for = lambda name: name in names.values()
-        faust_consumer = app.consumer
-        service = faust_consumer._thread
-        await service.start()
-        try:
-            consumer = service._ensure_consumer()
-            calls: list[str] = []
-            for name, what in (("beginning_offsets", "first offsets asked"), ("seek_to_committed", "seek")):
-                setattr(consumer, name, recorded(getattr(consumer, name), calls, what))
-            consumer.assign([first, second])
-            await consumer.commit({TopicPartition(names[name], 0): at for name, at in commits.items()})
-            await faust_consumer.perform_seek()
-            return {
-                "calls": calls,
-                "position": await consumer.position(second),
-                "read_offset": faust_consumer._read_offset.get(second),
-            }
-        finally:
-            await service.stop()
-
-    assert asyncio.run(scenario()) == expected
