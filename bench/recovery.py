@@ -24,6 +24,10 @@ more pod goes in:
 - With the standby row, a third row with ``spare`` true: two workers without a standby
   (``standby_shards`` 0), the owner SIGKILLed and the other, running but holding nothing of the shard,
   restoring it from the checkpoint (`measure_spare`); ``takeover_s`` runs from the kill to the binding.
+- ``tail_records``: the sequencer records after the shard's newest checkpoint, which the fresh worker
+  replays. Where a history ends against the checkpoints is chance; ``--worst-tail`` writes pods past its
+  length until the next checkpoint is a record or two away, for about the longest tail the checkpoint
+  settings allow (``pods`` then counts them all).
 - ``applier_s``: from the applier's start to its result for the binding (the ledger recovered first).
 - ``sequencer_bytes`` and ``ledger_bytes``: the partitions' sizes on the broker's disk (DescribeLogDirs)
   at the end, the sequencer's once the broker's retention check had a chance to free the segments behind
@@ -60,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import math
 import os
 import re
@@ -162,6 +167,9 @@ class History:
     live: int
     rate: float
     """Pod arrivals per second of the history's clock (as many deletions, once `live` pods run)."""
+    worst_tail: bool = False
+    """Go on past `pods` until the shard's next checkpoint is a record or two away, so a takeover replays
+    about the longest tail the checkpoint triggers allow."""
 
 
 def _node(index: int) -> NodeSpec:
@@ -262,6 +270,8 @@ class _Generator:
             name: f"{app_id(settings, 'applier')}-{name}-changelog" for name in (NODES_TABLE, PODS_TABLE)
         }
         self.sequencer_records = 0
+        self.pods = 0
+        """Pods written: the history's, and with `worst_tail` those after them."""
         self.checkpoints = settings.topic("checkpoints")
         self.since_checkpoint = 0
         self.checkpointed_at = self.start
@@ -294,8 +304,10 @@ class _Generator:
 
         batch: list[Envelope] = []
         batch_start = math.inf
-        for index in range(history.pods):
+        for index in itertools.count():
             at = self.start + 1.0 + index / history.rate
+            if index >= history.pods and not (history.worst_tail and self.checkpoint_far(at)):
+                break
             if at >= batch_start + window:
                 await self.flush_results(batch_start + window)
                 await self.sequence(batch, batch_start + window)
@@ -307,6 +319,7 @@ class _Generator:
                 batch.append(await self.input(deleted, deleted.uid, at))
             pod = _pod(index, at)
             batch.append(await self.input(pod, pod.uid, at))
+            self.pods = index + 1
         if batch:
             await self.flush_results(batch_start + window)
             await self.sequence(batch, batch_start + window)
@@ -356,6 +369,14 @@ class _Generator:
         await self.changelog()
         if urgent:
             await self.flush_results(math.inf)
+
+    def checkpoint_far(self, at: float) -> bool:
+        """Whether a batch forwarded at `at` (a record or two, with the applier's results) leaves the next
+        checkpoint still to come."""
+        every, every_s = self.settings.checkpoint_every_envelopes, self.settings.checkpoint_every_s
+        by_count = not every or self.since_checkpoint < every - 3
+        by_time = not every_s or at + 2 * RESULTS_LINGER_S - self.checkpointed_at < every_s
+        return bool(every or every_s) and by_count and by_time
 
     async def after_record(self, offset: int, at: float) -> None:
         """The placement agent's `after_record` on the history's clock (a worker that kept up saw each
@@ -447,9 +468,19 @@ def _bulk_producer(settings: Settings) -> AIOKafkaProducer:
     )
 
 
-async def generate(settings: Settings, history: History, next_pods: Sequence[PodRequest]) -> list[str | None]:
-    """Write `history` to the broker (see the module docstring); returns the nodes the shard it leaves
-    would bind `next_pods` to, sent one after another, which a worker that rebuilt it must choose too."""
+@dataclass(frozen=True, slots=True)
+class Generated:
+    nodes: list[str | None]
+    """The nodes the shard the history leaves would bind the next pods to, sent one after another, which a
+    worker that rebuilt it must choose too."""
+    pods: int
+    """Pods written (more than the history's with `History.worst_tail`)."""
+    tail_records: int
+    """Sequencer records after the newest checkpoint: what a takeover replays (all of them without one)."""
+
+
+async def generate(settings: Settings, history: History, next_pods: Sequence[PodRequest]) -> Generated:
+    """Write `history` to the broker (see the module docstring), and say what it left."""
     # Every table's changelog, the worker's (empty here: the history has no metrics) with the applier's, as
     # the workers and appliers that wrote the history would have left them: a takeover creates no topic.
     names = [*_ledger_changelogs(settings), *_metrics_changelogs(settings).values()]
@@ -499,7 +530,8 @@ async def generate(settings: Settings, history: History, next_pods: Sequence[Pod
         envelope = Envelope(Kind.POD, time.time(), pod, f"pod-requests/{key[1]}", offset=offset - 1)
         bound = [output.node for output in generator.shard.feed(envelope) if isinstance(output, Binding)]
         nodes.append(bound[0] if bound else None)
-    return nodes
+    tail = generator.since_checkpoint if generator.slots else generator.sequencer_records
+    return Generated(nodes, generator.pods, tail)
 
 
 async def _delete_records(settings: Settings, topic: str, partition: int, before: int) -> None:
@@ -638,6 +670,9 @@ class Row:
     the broker frees on disk only segment by segment, once a whole segment lies behind the start."""
     ledger_bytes: int
     generate_s: float
+    tail_records: int = 0
+    """Sequencer records after the newest checkpoint (all of them without one): what a fresh worker's
+    takeover replays."""
     phases: dict[str, float] = field(default_factory=dict)
     """The takeover's phases in seconds (`takeover_phases`, or `measure_standby`'s)."""
     standby: bool = False
@@ -883,10 +918,15 @@ def measure_row(
         for i, uid in enumerate((SPARE_WARM_POD, SPARE_POD))
     )
     later = [warm, after_kill, spare_warm, after_spare_kill] if standby else []
-    nodes = asyncio.run(generate(settings, history, [pod, *later]))
+    written_history = asyncio.run(generate(settings, history, [pod, *later]))
+    nodes = written_history.nodes
     expected = nodes[0]
     generated = time.monotonic() - started
-    print(f"  {history.pods:,} pods written in {generated:.1f} s", flush=True)
+    print(
+        f"  {written_history.pods:,} pods written in {generated:.1f} s; "
+        f"{written_history.tail_records:,} sequencer records after the newest checkpoint",
+        flush=True,
+    )
     ledger = _ledger_changelogs(settings)
     written = asyncio.run(topic_bytes(settings, [settings.topic("sequencer"), *ledger]))
     processes: list[subprocess.Popen[bytes]] = []
@@ -932,7 +972,8 @@ def measure_row(
     if not keep:
         asyncio.run(_delete_topics(settings))
     row = Row(
-        pods=history.pods,
+        pods=written_history.pods,
+        tail_records=written_history.tail_records,
         checkpoints=checkpoints,
         takeover_s=round(takeover, 2),
         applier_s=round(applier, 2),
@@ -1348,6 +1389,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="Skip the hot-standby rows (two workers; the shard's owner killed, the other takes over)",
     )
+    parser.add_argument(
+        "--worst-tail",
+        action="store_true",
+        help="Go on past each history's pods until its next checkpoint is a record or two away, so the "
+        "takeover replays about the longest tail the checkpoint settings allow",
+    )
     parser.add_argument("--quick", action="store_true", help="One small history (tests)")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S)
     parser.add_argument("--out", default=None, help="Logs of the worker and applier (default: a temp dir)")
@@ -1378,7 +1425,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.monotonic()
     with resolved_broker() as bootstrap:
         for pods in args.pods:
-            history = History(pods, args.nodes, min(args.live, pods), args.rate)
+            history = History(pods, args.nodes, min(args.live, pods), args.rate, args.worst_tail)
             for checkpoints in modes:
                 print(f"history of {pods:,} pods, checkpoints {'on' if checkpoints else 'off'}", flush=True)
                 measured = measure_row(

@@ -104,12 +104,15 @@ class Settings(BaseModel):
     marker had come. A replayer killed without a word would otherwise stop all scheduling for good; an
     outage longer than this (no watermark forwarded) ends a replay that is still running, whose later
     records then apply in arrival order."""
-    checkpoint_every_envelopes: int = Field(default=2_000, ge=0, le=10_000_000)
+    checkpoint_every_envelopes: int = Field(default=1_000, ge=0, le=10_000_000)
     """A placement shard writes a checkpoint of its state (docs/checkpoints.md) after this many sequencer
     records since its last one (0: never by count): a worker taking the shard over replays at most about
-    this many records after the newest checkpoint. A partition of the applier's tables is checkpointed
-    after this many changelog records too, or after as many as it holds entries if that is more."""
-    checkpoint_every_s: float = Field(default=30.0, ge=0.0, le=86_400.0)
+    this many records after the newest checkpoint. A record takes about 0.5 ms to replay on 5,000 nodes,
+    and a checkpoint about 0.3 s to write at 20,000 pods, during which the shard places nothing: the
+    defaults keep a takeover's replay near half a second at a steady 100 pods/s for a pause every 15 s or
+    so. A partition of the applier's tables is checkpointed after this many changelog records too, or
+    after as many as it holds entries if that is more."""
+    checkpoint_every_s: float = Field(default=15.0, ge=0.0, le=86_400.0)
     """...or once this many seconds passed since its last one with any record applied since (0: never by
     time), so a quiet shard's tail stays short too; the same for the applier's table partitions. Both 0:
     no checkpoints, and recovery reads the sequencer and the changelogs from their start."""

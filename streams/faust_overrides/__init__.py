@@ -22,5 +22,7 @@ naming the file below to re-check.
   checkpoint's offset on, with `PartitionAssignor.assigned_actives`).
 - worker.py: `EyrieWorker`, Faust's worker with eyrie's logging kept, no spinner, and the stopping signal
   remembered (`_schedule_shutdown`, `on_startup_finished`, `_shutdown_immediately`).
-- clients.py: reads of the aiokafka client behind a consumer (`_thread`, `_consumer`, `_client`).
+- clients.py: reads of the aiokafka client behind a consumer (`_thread`, `_consumer`, `_client`), and the
+  first offsets a seek asks for, sent with aiokafka's own request (`Fetcher._proc_offset_request`) on the
+  client's coordination connections (`AIOKafkaClient.send`'s `group`).
 """

@@ -44,6 +44,8 @@ from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from mode.utils.futures import maybe_async
 
+from streams.faust_overrides.clients import first_offsets
+
 if TYPE_CHECKING:
     from streams.runtime.lifecycle import Lifecycle
 
@@ -247,7 +249,7 @@ class _Consumer(AIOKafkaConsumer):
                 if not self._read_offset.get(tp) and acks_enabled_for(tp.topic)
             ]
             if uncommitted:
-                for tp, start in (await consumer.beginning_offsets(uncommitted)).items():
+                for tp, start in (await first_offsets(consumer, uncommitted)).items():
                     consumer.seek(tp, start)
                     self._read_offset[tp] = start  # Faust's own seek keeps 0 as None: "unknown"
         self._hold.sought()
@@ -395,13 +397,19 @@ class _ConsumerThread(AIOKafkaConsumerThread):
         (`_Consumer.pause_partitions`: the changelogs of the worker's own tables) is never fetched on purpose,
         and Faust, which expects its paused partitions to be fetched all the same, logged "Aiokafka has not
         sent fetch request" for each of them at ERROR, about every 2.5 s, from `stall_timeout_s` after the
-        start for as long as the process ran."""
-        if not self._is_paused(tp):
+        start for as long as the process ran. Nor is a partition unfetched while the broker is lost, or
+        just back, a livelock: one the outage kept from its first fetch was logged at ERROR as "not sent
+        fetch request since start" (the lifecycle's one "broker lost" line says it all)."""
+        if not self._is_paused(tp) and self._broker_settled(now):
             super().verify_event_path(now, tp)
 
     def verify_recovery_event_path(self, now: float, tp: Any) -> None:
-        if not self._is_paused(tp):
+        if not self._is_paused(tp) and self._broker_settled(now):
             super().verify_recovery_event_path(now, tp)
+
+    def _broker_settled(self, now: float) -> bool:
+        lifecycle = cast(EyrieApp, self.consumer.app).lifecycle
+        return lifecycle is None or lifecycle.broker.settled(now, self.tp_fetch_request_timeout_secs)
 
     def _is_paused(self, tp: Any) -> bool:
         consumer = self._consumer

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import signal
 import time
 from collections.abc import Coroutine, Mapping
@@ -72,11 +73,17 @@ class BrokerWatch:
     a good one (or since the start), ``back`` on the first good one after that. Unknown results change
     nothing."""
 
-    __slots__ = ("lost_at", "reachable")
+    __slots__ = ("back_at", "lost_at", "reachable")
 
     def __init__(self) -> None:
         self.reachable = True
         self.lost_at: float | None = None
+        self.back_at = -math.inf
+
+    def settled(self, now: float, for_s: float) -> bool:
+        """Whether the broker has answered for at least `for_s` (or since the start): what a check for a
+        stalled fetch needs before it can blame the process."""
+        return self.reachable and now - self.back_at >= for_s
 
     def observe(self, reachable: bool | None, now: float) -> tuple[str, float] | None:
         """("lost", 0) or ("back", seconds it was lost), or None when nothing changed."""
@@ -87,7 +94,7 @@ class BrokerWatch:
             self.lost_at = now
             return ("lost", 0.0)
         lost_for = now - (self.lost_at if self.lost_at is not None else now)
-        self.lost_at = None
+        self.lost_at, self.back_at = None, now
         return ("back", lost_for)
 
 

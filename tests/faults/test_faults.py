@@ -61,7 +61,7 @@ conflict nothing followed, is a failure here, reported rather than waited out.""
 QUIET_S = 5.0
 CHECKPOINT_EVERY = 100
 """Sequencer records between checkpoints in the cases that checkpoint often: the replay's few thousand
-records then hold a dozen checkpoints, so every kill lands after some (the default, 2,000 records or 30 s,
+records then hold a dozen checkpoints, so every kill lands after some (the default, 1,000 records or 15 s,
 is rarely reached before the first fault of a flat-out replay)."""
 TIMEOUT_S = 600.0
 

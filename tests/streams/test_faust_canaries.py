@@ -284,6 +284,16 @@ CANARIES: tuple[tuple[str, str, str], ...] = (
         "clients.py",
         "01506f316191f7c99c785bec915756d1560029a6fad75cba6f4da71e343a8163",
     ),
+    (
+        "aiokafka.consumer.fetcher.Fetcher._proc_offset_request",
+        "clients.py",
+        "40c09472da94d88c35bdbd30c44cc3a09cfe5f5fb7cfd3d336013a015e77b91d",
+    ),
+    (
+        "aiokafka.AIOKafkaClient.send",
+        "clients.py",
+        "246b277687d7b687d79fd81f0a9718633b61a5ead0a1e9898419a1151ae3a91d",
+    ),
 )
 """(upstream name, as reached from the class eyrie subclasses or the module it uses; the file of
 streams/faust_overrides/ that overrides it or depends on it; sha256 of its source at the pinned version)."""

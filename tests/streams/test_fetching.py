@@ -366,3 +366,50 @@ def test_partitions_passed_over_while_holding_are_sought_back_when_the_hold_ends
     for event in events:
         returned = getattr(hold, event)() or set()
     assert returned == sought_back
+
+
+@pytest.mark.kafka
+def test_the_first_offsets_a_seek_asks_for_do_not_wait_behind_a_fetch_the_broker_holds(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The broker holds a fetch of partitions with nothing new for `fetch_max_wait_ms` and answers a request
+    sent behind it on the same connection only after it. The seek asks for the first offsets of the stream
+    partitions with nothing committed once the fetcher has positions to fetch from, so on the fetch
+    connection that request waited out such a fetch at every start of a worker (200 ms, measured); it goes
+    on the coordination connection."""
+    wait_s = 6.0
+    names = {name: f"fetching.{name}-{uuid.uuid4().hex[:8]}" for name in ("quiet", "uncommitted")}
+    quiet, uncommitted = (TopicPartition(topic, 0) for topic in names.values())
+
+    async def scenario() -> dict[str, Any]:
+        await topic_with(kafka_bootstrap, names["quiet"], (b"0", b"1"))
+        await topic_with(kafka_bootstrap, names["uncommitted"], ())
+        app: Any = worker_app(tmp_path, kafka_bootstrap, fetch_max_wait_ms=int(wait_s * 1000))
+        app.topics.acks_enabled_for = lambda name: name in names.values()
+        faust_consumer = app.consumer
+        service = faust_consumer._thread
+        await service.start()
+        try:
+            consumer = service._ensure_consumer()
+            consumer.assign([quiet, uncommitted])
+            await consumer.commit({quiet: 2})
+            async with asyncio.timeout(wait_s / 2):  # the fetcher sends a fetch the broker holds
+                while not consumer._fetcher._in_flight:
+                    await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5)  # for the fetch to reach the broker: in flight is set as it is sent
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await faust_consumer.perform_seek()
+            return {
+                "sought within half the held fetch's wait": loop.time() - started < wait_s / 2,
+                "position": await consumer.position(uncommitted),
+                "read_offset": faust_consumer._read_offset.get(uncommitted),
+            }
+        finally:
+            await service.stop()
+
+    assert asyncio.run(scenario()) == {
+        "sought within half the held fetch's wait": True,
+        "position": 0,
+        "read_offset": 0,
+    }

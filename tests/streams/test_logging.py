@@ -26,6 +26,7 @@ import pytest
 
 from schemas.exceptions import InvalidInput
 from streams.local.broker import LocalBroker, free_ports
+from streams.runtime.lifecycle import BrokerWatch
 from streams.runtime.logs import (
     JsonFormatter,
     LevelFilter,
@@ -501,6 +502,27 @@ def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBr
     broker.up(timeout=120.0)
     yield broker
     broker.down()
+
+
+@pytest.mark.parametrize(
+    ("case", "probes", "now", "settled"),
+    [
+        ("a broker answering since the start is settled", [(1.0, True)], 2.0, True),
+        ("a lost broker is not", [(1.0, False)], 100.0, False),
+        ("a broker back for less than the wait is not yet", [(1.0, False), (10.0, True)], 11.0, False),
+        ("a broker back for the wait is again", [(1.0, False), (10.0, True)], 12.0, True),
+        ("an unknown probe changes nothing", [(1.0, False), (10.0, None)], 100.0, False),
+    ],
+)
+def test_a_broker_is_settled_once_it_has_answered_for_the_stall_checks_wait(
+    case: str, probes: list[tuple[float, bool | None]], now: float, settled: bool
+) -> None:
+    """Faust's check for a partition never fetched blames the process; while the broker is lost, or just
+    back, the outage is why, and the lifecycle's lost and back lines have said so."""
+    watch = BrokerWatch()
+    for at, reachable in probes:
+        watch.observe(reachable, at)
+    assert watch.settled(now, 2.0) is settled
 
 
 @pytest.mark.kafka
