@@ -374,9 +374,8 @@ class _Generator:
         """Whether a batch forwarded at `at` (a record or two, with the applier's results) leaves the next
         checkpoint still to come."""
         every, every_s = self.settings.checkpoint_every_envelopes, self.settings.checkpoint_every_s
-        by_count = not every or self.since_checkpoint < every - 3
-        by_time = not every_s or at + 2 * RESULTS_LINGER_S - self.checkpointed_at < every_s
-        return bool(every or every_s) and by_count and by_time
+        since, age_s = self.since_checkpoint + 3, at + 2 * RESULTS_LINGER_S - self.checkpointed_at
+        return bool(every or every_s) and not checkpoint_due(since, 0, age_s, every, every_s)
 
     async def after_record(self, offset: int, at: float) -> None:
         """The placement agent's `after_record` on the history's clock (a worker that kept up saw each
@@ -384,8 +383,7 @@ class _Generator:
         settings = self.settings
         self.since_checkpoint += 1
         every, every_s = settings.checkpoint_every_envelopes, settings.checkpoint_every_s
-        due = (every and self.since_checkpoint >= every) or (every_s and at - self.checkpointed_at >= every_s)
-        if not due:
+        if not checkpoint_due(self.since_checkpoint, 0, at - self.checkpointed_at, every, every_s):
             return
         started = time.perf_counter()
         slot, _, records = checkpoint_write(self.shard, 0, offset + 1, self.slots, settings.max_message_bytes)

@@ -42,6 +42,7 @@ from streams.core.checkpoint import CheckpointError, decode_checkpoint, encode_c
 from streams.core.decoders import dead_letter
 from streams.core.sequencer import Envelope, Kind, decode_envelopes, encode_envelope, tick_envelope
 from streams.core.shard import Counted, Output, Refused, Release, Shard
+from streams.core.table_checkpoint import checkpoint_due
 from streams.faust_overrides.batching import Breather, take_batches
 from streams.faust_overrides.fetching import EyrieApp
 from streams.runtime.agents.common import (
@@ -318,10 +319,9 @@ class PlacementAgent:
         current.since_checkpoint += 1
         settings = self.settings
         every, every_s = settings.checkpoint_every_envelopes, settings.checkpoint_every_s
-        due = (every and current.since_checkpoint >= every) or (
-            every_s and time.monotonic() - current.checkpointed_at >= every_s
-        )
-        if due:
+        # A shard's checkpoint holds no entries to weigh the count against (a table partition's does).
+        age_s = time.monotonic() - current.checkpointed_at
+        if checkpoint_due(current.since_checkpoint, 0, age_s, every, every_s):
             await self.checkpoint(partition, current)
 
     async def checkpoint(self, partition: int, current: _Owned, why: str = "due") -> None:
