@@ -574,8 +574,8 @@ class _Encoder:
         if issubclass(kind, BaseModel) and kind.__module__.startswith(_MODULES):
             numbers = [self.model(item) for item in items]
             return {"$cm": self.blob(np.array(numbers, dtype=np.int64).tobytes())}
-        if not kind.__module__.startswith(_MODULES) or not _is_dataclass_type(kind):
-            return None
+        if kind is Profile or not kind.__module__.startswith(_MODULES) or not _is_dataclass_type(kind):
+            return None  # a profile is written from its document (`profile`), wherever it appears
         if not _stored_fields(kind)[0]:
             return None  # no field to count the records by: written one by one
         if kind.__dataclass_params__.frozen:  # type: ignore[attr-defined]

@@ -383,6 +383,42 @@ def test_a_checkpoint_that_cannot_be_read_raises_one_line_naming_why(damage: Any
     assert "\n" not in caught.value.reason
 
 
+def test_a_shard_with_more_profiles_than_a_column_holds_writes_each_from_its_document() -> None:
+    """A dict of 16 or more values is written as columns, records of one dataclass field by field; a
+    profile is written from its document instead, or its plugins' caches (a weak reference, a bound
+    method) make every checkpoint of the shard fail."""
+    rng = random.Random(5)
+    term = {"required": [{"label_selector": {"match_labels": {"app": "p"}}, "topology_key": "zone"}]}
+    envelopes = [
+        envelope("config", 1.0, {"name": f"p{i}", "document": {"schedulerName": f"p{i}"}}, "config/0")
+        for i in range(20)
+    ]
+    envelopes += [
+        envelope(
+            "node", 1.0, {"type": "upsert", "node": node_spec(f"n{i}", "default", 8, 32, rng)}, "nodes/0", i
+        )
+        for i in range(6)
+    ]
+    envelopes += [
+        envelope(
+            "pod",
+            2.0 + i,
+            pod_json(f"u{i}", rng, scheduler_name=f"p{i % 20}", pod_anti_affinity=term),
+            "pod-requests/0",
+            i,
+        )
+        for i in range(12)
+    ]
+    run = Workload(5, envelopes)
+    uninterrupted = Shard()
+    run.outputs = [uninterrupted.feed(item) for item in envelopes]
+    run.final = encode_checkpoint(uninterrupted, len(envelopes))
+    outputs, restored = resumed(run, 32)
+    assert outputs == run.outputs[32:]
+    assert len(restored.scheduler.profiles.names()) >= 20
+    assert encode_checkpoint(restored, len(envelopes)) == run.final
+
+
 def test_a_value_a_checkpoint_cannot_write_fails_loudly_naming_its_attribute() -> None:
     shard = Shard()
     shard.feed_all(RUNS[1].envelopes[:50])
