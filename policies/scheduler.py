@@ -27,6 +27,7 @@ from policies.framework.status import Code, Status
 from policies.gpu.cards import planned_cards
 from policies.plugins.gpushare.fit import NAME as GPU_SHARE_FIT
 from policies.snapshot import PodInfo, Snapshot
+from schemas.events import MAX_TALLY
 from schemas.gpu import GPU_RESOURCE
 from schemas.node import NodeSpec
 from schemas.pod import PodRequest
@@ -495,7 +496,9 @@ class Scheduler:
         self.add_pod(pod, now)
         queued = self._queue.get(pod.uid)
         if queued is not None:
-            queued.attempt = attempt + 1
+            # Saturated: a result may carry the largest attempt a record can (a hostile one), and the
+            # binding this one becomes must still be a valid record.
+            queued.attempt = min(attempt + 1, MAX_TALLY)
             if after_backoff:
                 self._back_off(queued, moved=True)
         return self._drain()
@@ -903,7 +906,7 @@ class Scheduler:
             Unschedulable(queued.pod.uid, tuple(reasons), profile.name, queued.attempt, message)
         )
         # Back off exponentially, and retry when the cluster changes (or after the flush interval).
-        queued.attempt += 1
+        queued.attempt = min(queued.attempt + 1, MAX_TALLY)
         self._back_off(queued, moved=False, retry_at=retry_at)
         return None
 

@@ -13,6 +13,7 @@ from schemas.quantity import ResourceList, Resources
 __all__ = [
     "DEAD_LETTER_RAW_LIMIT",
     "MAX_METRIC_VALUE",
+    "MAX_TALLY",
     "Binding",
     "BindingResult",
     "BindingStatus",
@@ -27,10 +28,13 @@ here makes the record a dead letter with the reason instead of a silent count.""
 
 MetricValue = Annotated[float, Field(ge=0.0, le=MAX_METRIC_VALUE, allow_inf_nan=False)]
 
-Tally = Annotated[int, Field(ge=0, le=2**62)]
-"""Attempts and versions: integers that fit int64 with headroom. Unbounded, an ``attempt`` of 2^70 from a
-hostile binding made the ledger's orjson encoding raise (orjson writes 64-bit integers only) and stopped the
-applier."""
+MAX_TALLY = 2**62
+"""The largest attempt or version a record may carry: it fits int64 with headroom. Unbounded, an ``attempt``
+of 2^70 from a hostile binding made the ledger's orjson encoding raise (orjson writes 64-bit integers only)
+and stopped the applier. Placement's own attempts stop counting here (`Scheduler.requeue`)."""
+
+Tally = Annotated[int, Field(ge=0, le=MAX_TALLY)]
+"""Attempts and versions (`MAX_TALLY`)."""
 MetricName = Annotated[str, Field(min_length=1, max_length=64)]
 
 

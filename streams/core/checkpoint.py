@@ -91,6 +91,8 @@ _COLUMNS_FROM = 16
 """Dicts and lists at least this long are written by column (shorter ones are not worth a column's
 header)."""
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
 _MODULES = ("schemas.", "policies.", "portraits.", "streams.core.")
 """Where the classes a checkpoint may name live: nothing else is ever imported or instantiated."""
 
@@ -232,12 +234,32 @@ def write_container(header: dict[str, Any], blobs: list[bytes]) -> bytes:
     try:
         head = orjson.dumps(header)
     except (TypeError, orjson.JSONEncodeError) as exc:
-        raise CheckpointError(f"cannot write the checkpoint: {exc}") from None
+        where = _unwritable(header)
+        at = f" at {where}" if where else ""
+        raise CheckpointError(f"cannot write the checkpoint: {exc}{at}") from None
     packer = zlib.compressobj(_LEVEL)
     parts = [MAGIC, packer.compress(struct.pack(">I", len(head))), packer.compress(head)]
     parts += [packer.compress(blob) for blob in blobs]
     parts.append(packer.flush())
     return b"".join(parts)
+
+
+def _unwritable(value: Any, path: str = "") -> str | None:
+    """Where in `value` the first integer beyond 64 bits is (one that `_Encoder.value` did not write: a
+    model's field, say), to name it when the header cannot be written."""
+    if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+        return path or "."
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _unwritable(item, f"{path}.{key}")
+        if found is not None:
+            return found
+    return None
 
 
 def read_container(data: bytes, *, header_only: bool = False) -> tuple[dict[str, Any], list[memoryview]]:
@@ -466,8 +488,13 @@ class _Encoder:
 
     def value(self, v: Any, *, top: bool = False) -> Any:
         kind = type(v)
-        if v is None or kind is bool or kind is str or kind is int:
+        if v is None or kind is bool or kind is str:
             return v
+        if kind is int:
+            # A sum of quantities (a cluster's allocatable over its nodes) can outgrow 64 bits, which JSON
+            # readers do not hold exactly: written as hex digits (which, unlike decimal, Python converts
+            # at any length).
+            return v if _INT64_MIN <= v <= _INT64_MAX else {"$i": format(v, "x")}
         if kind is float:
             return v if math.isfinite(v) else {"$f": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
         if kind is list:
@@ -721,6 +748,10 @@ class _Decoder:
         match tag:
             case "$M":
                 return self.models[body]
+            case "$i":
+                if not isinstance(body, str):
+                    raise CheckpointError(f"bad integer {str(body)[:80]!r}")
+                return int(body, 16)
             case "$f":
                 if body not in _FLOATS:
                     raise CheckpointError(f"unknown float {body!r}")

@@ -12,8 +12,8 @@ import orjson
 import pytest
 from aiokafka.errors import MessageSizeTooLargeError
 
-from schemas.events import Binding, DeadLetter, MetricSample
-from schemas.node import NodeSpec
+from schemas.events import MAX_TALLY, Binding, BindingResult, DeadLetter, MetricSample
+from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodRequest
 from schemas.quantity import Resources
 from streams.core.decoders import LETTERS_PER_RECORD, decode_record, decode_records
@@ -28,9 +28,10 @@ from streams.core.ingress import (
     pack_envelopes,
     replay_headers,
 )
-from streams.core.ledger import Ledger
+from streams.core.ledger import Ledger, already_bound
 from streams.core.metrics import MetricsCore, NodeSummary
 from streams.core.sequencer import Envelope, Kind, decode_envelopes
+from streams.core.shard import Shard
 from streams.runtime.agents.common import send_envelopes
 from streams.settings import load_settings
 from tests.fuzz.corpus import nested
@@ -51,6 +52,10 @@ def sample(values: dict[str, float] | None = None, node: str = "n1", ts: float =
 
 def profile(name: str = "fz", **fields: Any) -> dict[str, Any]:
     return {"schedulerName": name, **fields}
+
+
+def node_event(name: str, kind: str = "upsert") -> NodeEvent:
+    return NodeEvent(type=kind, node=NodeSpec(name=name, allocatable={"cpu": "1", "pods": 5}))
 
 
 def letters_of(topic: str, key: bytes | None, value: bytes | None, headers: Headers = None) -> list[str]:
@@ -339,6 +344,31 @@ def test_a_binding_for_a_pod_nobody_placed_is_booked_on_a_node_with_room() -> No
     assert result.status == "applied" and ledger.allocated("n1") == {"cpu": 1000, "pods": 1}
     assert ledger.apply(Binding(uid="ghost", node="n2"), NOW).status == "conflict"
     assert math.isfinite(result.at)
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        pytest.param("conflict", id="A conflict at the largest attempt a record may carry."),
+        pytest.param("rejected", id="A rejection on a node since removed, at the largest attempt."),
+    ],
+)
+def test_a_result_at_the_largest_attempt_requeues_its_pod_without_counting_past_it(status: str) -> None:
+    """The pod's next binding would carry one more than a record may: placement raised building it."""
+    shard = Shard()
+    shard.feed(Envelope(Kind.NODE, NOW, node_event("n1"), "nodes/0"))
+    (binding,) = shard.feed(Envelope(Kind.POD, NOW, PodRequest(uid="p0"), "pods/0"))
+    assert isinstance(binding, Binding)
+    reasons = []
+    if status == "rejected":  # the ledger holds the pod on a node placement has removed since
+        reasons = [already_bound("n1")]
+        shard.feed(Envelope(Kind.NODE, NOW, node_event("n1", "delete"), "nodes/0"))
+    result = BindingResult(uid="p0", node="n1", status=status, attempt=MAX_TALLY, reasons=reasons)
+    outputs = shard.feed(Envelope(Kind.RESULT, NOW + 1, result, "results/0"))
+    outputs += shard.feed(Envelope(Kind.NODE, NOW + 2, node_event("n2"), "nodes/0"))
+    outputs += shard.feed(Envelope(Kind.TICK, NOW + 60, None, "ticks/0"))
+    again = [o for o in outputs if isinstance(o, Binding)]
+    assert [(b.uid, b.attempt) for b in again] == [("p0", MAX_TALLY)]
 
 
 # --------------------------------------------------------------------------------- sends within the limit

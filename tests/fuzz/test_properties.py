@@ -18,6 +18,7 @@ from schemas.exceptions import InvalidInput
 from schemas.node import NodeEvent, NodeSpec
 from schemas.pod import PodDeleted, PodRequest
 from schemas.quantity import Resources
+from streams.core.checkpoint import decode_checkpoint, encode_checkpoint
 from streams.core.decoders import Decoded, decode_record, decode_records
 from streams.core.ingress import CONTROL_HEADER, SEQ_HEADER, TS_HEADER, envelope_from_record, pack_envelopes
 from streams.core.ledger import Ledger
@@ -293,7 +294,7 @@ def assert_within_allocatable(shard: Shard, binding: Binding) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shard_steps)
-def test_a_shard_fed_hostile_envelopes_never_raises_nor_books_a_node_past_allocatable(
+def test_a_shard_fed_hostile_envelopes_never_raises_nor_books_a_node_past_allocatable_and_checkpoints(
     steps: list[tuple[tuple[Kind, Any], float]],
 ) -> None:
     shard = Shard()
@@ -301,6 +302,11 @@ def test_a_shard_fed_hostile_envelopes_never_raises_nor_books_a_node_past_alloca
         for output in shard.feed(Envelope(kind, ts, value, "fuzz/0")):
             if isinstance(output, Binding):
                 assert_within_allocatable(shard, output)
+    # A state the shard reached must be one its checkpoint can write, or every later checkpoint fails and
+    # the tail a takeover replays grows without end.
+    written = encode_checkpoint(shard, len(steps))
+    restored, _ = decode_checkpoint(written)
+    assert encode_checkpoint(restored, len(steps)) == written
 
 
 # ------------------------------------------------------------------------------------------ the ledger

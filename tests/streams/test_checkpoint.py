@@ -419,6 +419,36 @@ def test_a_shard_with_more_profiles_than_a_column_holds_writes_each_from_its_doc
     assert encode_checkpoint(restored, len(envelopes)) == run.final
 
 
+def test_a_cluster_whose_allocatable_sums_past_64_bits_is_checkpointed_and_resumes_identically() -> None:
+    """Each node may have up to 2^62 of a resource; the cluster summary sums them past what a JSON number
+    holds exactly. The checkpoint writes such an integer as its digits, and reads it back."""
+    largest = {"cpu": f"{2**62}m", "memory": 2**62, "pods": 110}
+    envelopes = [
+        envelope(
+            "node",
+            1.0,
+            {"type": "upsert", "node": {"name": f"n{i}", "allocatable": largest, "capacity": largest}},
+            "nodes/0",
+            i,
+        )
+        for i in range(6)
+    ]
+    envelopes += [
+        envelope("pod", 2.0 + i, {"uid": f"u{i}", "requests": {"cpu": f"{2**61}m"}}, "pod-requests/0", i)
+        for i in range(8)
+    ]
+    uninterrupted = Shard()
+    outputs = [uninterrupted.feed(item) for item in envelopes]
+    assert sum(isinstance(o, Binding) for out in outputs for o in out) == 8
+    run = Workload(6, envelopes, outputs=outputs, final=encode_checkpoint(uninterrupted, len(envelopes)))
+    for k in (6, 10):
+        resumed_outputs, restored = resumed(run, k)
+        assert resumed_outputs == run.outputs[k:]
+        assert encode_checkpoint(restored, len(envelopes)) == run.final
+    (member,) = restored.placer._members.values()
+    assert member.summary.allocatable["cpu"] == 6 * 2**62  # type: ignore[attr-defined]
+
+
 def test_a_value_a_checkpoint_cannot_write_fails_loudly_naming_its_attribute() -> None:
     shard = Shard()
     shard.feed_all(RUNS[1].envelopes[:50])
@@ -427,6 +457,11 @@ def test_a_value_a_checkpoint_cannot_write_fails_loudly_naming_its_attribute() -
         CheckpointError, match=r"^snapshot\.new_column: cannot checkpoint a builtins\.function"
     ):
         encode_checkpoint(shard, 50)
+
+
+def test_a_header_json_cannot_hold_fails_naming_where_the_integer_is() -> None:
+    with pytest.raises(CheckpointError, match=r"Integer exceeds 64-bit range at \.state\.models\.1$"):
+        write_container({"state": {"models": [0, 2**64]}}, [])
 
 
 def test_a_new_snapshot_column_is_carried_without_touching_the_checkpoint_code() -> None:
