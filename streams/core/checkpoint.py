@@ -245,9 +245,9 @@ def write_container(header: dict[str, Any], blobs: list[bytes]) -> bytes:
 
 
 def _unwritable(value: Any, path: str = "") -> str | None:
-    """Where in `value` the first integer beyond 64 bits is (one that `_Encoder.value` did not write: a
-    model's field, say), to name it when the header cannot be written."""
-    if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+    """Where in `value` the first integer orjson refuses is (beyond 64 bits, signed or not: one that
+    `_Encoder.value` did not write, a model's field say), to name it when the header cannot be written."""
+    if type(value) is int and not _INT64_MIN <= value < 2**64:
         return path or "."
     if isinstance(value, dict):
         items: Any = value.items()
