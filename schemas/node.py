@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from schemas.base import Event, LabelKey, LabelValue, Name, Timestamp
 from schemas.gpu import GpuCards
-from schemas.quantity import ResourceList, Resources
+from schemas.quantity import MAX_QUANTITY, ResourceList, Resources
 
 __all__ = ["ContainerImage", "NodeEvent", "NodeEventType", "NodeSpec", "Taint"]
 
@@ -25,7 +25,9 @@ class ContainerImage(Event):
     """An image the node holds (``status.images[]``): all its names, and its size."""
 
     names: list[str] = Field(default_factory=list, max_length=64)
-    size_bytes: int = Field(default=0, ge=0)
+    size_bytes: int = Field(default=0, ge=0, le=MAX_QUANTITY)
+    """At most the largest quantity eyrie takes: a shard's checkpoint writes the node as JSON, whose integers
+    stop at 64 bits."""
 
 
 class NodeSpec(Event):

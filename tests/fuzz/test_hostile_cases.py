@@ -122,6 +122,13 @@ DEAD_LETTERS = [
         id="A binding attempt of 2^70 is a dead letter: the ledger's encoder once raised on it.",
     ),
     pytest.param(
+        "node-events",
+        b"n1",
+        dumps({"type": "upsert", "node": {"name": "n1", "images": [{"names": ["i"], "size_bytes": 2**70}]}}),
+        ["node.images.0.size_bytes: Input should be less than or equal to"],
+        id="An image of 2^70 bytes is a dead letter: the shard's checkpoints once failed on it.",
+    ),
+    pytest.param(
         "bindings",
         b"someone-else",
         dumps({"uid": "p1", "node": "n1"}),
